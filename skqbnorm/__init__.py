@@ -1,0 +1,24 @@
+"""skqbnorm: hubness-aware cross-modal retrieval for scikit-learn.
+
+Querybank normalisers (transformers over query-by-gallery similarity matrices) and
+Bayesian rerankers (estimators that refine an initial ranking by visual consistency).
+"""
+
+from .normalisers import (
+    CSLS,
+    Centering,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CSLS",
+    "Centering",
+    "DynamicInvertedSoftmax",
+    "GloballyCorrected",
+    "InvertedSoftmax",
+    "__version__",
+]

@@ -1,0 +1,224 @@
+"""The streaming core: reductions over a querybank probe matrix, chunk by chunk.
+
+A normaliser's fit reads the bank-by-gallery similarity matrix ``P`` (M x N) once,
+as blocks of bank rows whose size is bounded by a memory budget, and feeds every
+block to a few *reducers* that keep only O(N) state (GC's sorted columns excepted).
+``P`` is either given (an array or an ``np.memmap``, read block by block) or
+computed block by block from bank and gallery embeddings.
+"""
+
+import numpy as np
+from sklearn.preprocessing import normalize
+
+#: Default bound, in MiB, on the temporary memory one block may take. A few MiB keeps
+#: blocks cache-friendly and avoids page-fault costs on large fresh allocations.
+DEFAULT_WORKING_MEMORY = 16
+
+
+def rows_per_chunk(n_columns, itemsize, working_memory=None, n_buffers=2):
+    """Number of rows such that ``n_buffers`` blocks of ``n_columns`` fit the budget."""
+    budget = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) * 2**20
+    return max(1, int(budget // (max(n_columns, 1) * itemsize * n_buffers)))
+
+
+def prepare_embeddings(embeddings, metric):
+    """Embeddings ready for a dot product under ``metric`` (unit rows for cosine)."""
+    if metric == "cosine":
+        return normalize(embeddings, norm="l2", copy=True)
+    return embeddings
+
+
+class ProbeMatrix:
+    """Row blocks of the probe matrix ``P``, precomputed or from embeddings.
+
+    Parameters
+    ----------
+    bank : ndarray of shape (M, N) or (M, d)
+        The precomputed similarities (``gallery_t`` is None) or the bank embeddings.
+    gallery_t : ndarray of shape (d, N) or None
+        Prepared, transposed gallery embeddings.
+    metric : str
+        Used to prepare each block of bank embeddings.
+    dtype : numpy dtype
+        The dtype of every block.
+    """
+
+    def __init__(self, bank, gallery_t=None, metric="dot", dtype=np.float64):
+        self.bank = bank
+        self.gallery_t = gallery_t
+        self.metric = metric
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def shape(self):
+        n_columns = self.bank.shape[1] if self.gallery_t is None else self.gallery_t.shape[1]
+        return self.bank.shape[0], n_columns
+
+    def block(self, rows):
+        """The block ``P[rows]`` as an in-memory array of ``self.dtype``."""
+        if self.gallery_t is None:
+            return np.asarray(self.bank[rows], dtype=self.dtype)
+        queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
+        return queries @ self.gallery_t
+
+    def blocks(self, working_memory=None, n_buffers=3):
+        n_rows, n_columns = self.shape
+        step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
+        for start in range(0, n_rows, step):
+            rows = slice(start, min(start + step, n_rows))
+            block = self.block(rows)
+            check_finite_block(block, rows)
+            yield rows, block
+
+
+def check_finite_block(block, rows, name="querybank"):
+    # The sum of a finite block is finite unless it overflows; only then (or when a
+    # NaN/inf is present) is the slower elementwise test needed.
+    if np.isfinite(block.sum(dtype=np.float64)) or np.isfinite(block).all():
+        return
+    bad = np.argwhere(~np.isfinite(block))[0]
+    raise ValueError(
+        f"Input {name} contains NaN or infinity: the similarity of bank row "
+        f"{rows.start + bad[0]} to gallery item {bad[1]} is {block[tuple(bad)]}."
+    )
+
+
+def reduce_bank(probe, reducers, working_memory=None):
+    """Feed every row block of ``probe`` to each reducer, then return the reducers."""
+    for rows, block in probe.blocks(working_memory):
+        for reducer in reducers:
+            reducer.update(block, rows)
+    return reducers
+
+
+class ColumnLogSumExp:
+    """``logsumexp_i(beta * P[i, j])`` for every column j, in float64 accumulators."""
+
+    def __init__(self, n_columns, beta):
+        self.beta = beta
+        self.max = np.full(n_columns, -np.inf)
+        self.sum = np.zeros(n_columns)
+
+    def update(self, block, rows):
+        scaled = np.multiply(block, block.dtype.type(self.beta))
+        new_max = np.maximum(self.max, scaled.max(axis=0))
+        self.sum *= np.exp(self.max - new_max)
+        scaled -= new_max.astype(block.dtype)
+        np.exp(scaled, out=scaled)
+        self.sum += scaled.sum(axis=0)
+        self.max = new_max
+
+    def result(self):
+        return self.max + np.log(self.sum)
+
+
+class ColumnMoments:
+    """Column mean and variance (biased), merged across blocks (Chan et al.)."""
+
+    def __init__(self, n_columns):
+        self.count = 0
+        self.mean = np.zeros(n_columns)
+        self.m2 = np.zeros(n_columns)
+
+    def update(self, block, rows):
+        n = block.shape[0]
+        block_mean = block.mean(axis=0, dtype=np.float64)
+        block_m2 = ((block - block_mean.astype(block.dtype)) ** 2).sum(axis=0, dtype=np.float64)
+        total = self.count + n
+        delta = block_mean - self.mean
+        self.mean += delta * (n / total)
+        self.m2 += block_m2 + delta**2 * (self.count * n / total)
+        self.count = total
+
+    def variance(self):
+        return self.m2 / self.count
+
+
+class ColumnTopKMean:
+    """Mean of the k largest entries of every column."""
+
+    def __init__(self, n_columns, k):
+        self.k = k
+        self.top = None
+
+    def update(self, block, rows):
+        stacked = block if self.top is None else np.concatenate([self.top, block])
+        n = stacked.shape[0]
+        self.top = stacked if n <= self.k else np.partition(stacked, n - self.k, axis=0)[n - self.k :]
+
+    def result(self):
+        return self.top.mean(axis=0, dtype=np.float64)
+
+
+class RowTopKUnion:
+    """Boolean mask of the columns that appear in some row's top k (the activation set)."""
+
+    def __init__(self, n_columns, k):
+        self.k = k
+        self.mask = np.zeros(n_columns, dtype=bool)
+
+    def update(self, block, rows):
+        if self.k == 1:
+            self.mask[block.argmax(axis=1)] = True
+        else:
+            self.mask |= top_k_mask(block, self.k).any(axis=0)
+
+
+class SortedColumns:
+    """The whole probe matrix with every column sorted ascending (O(M N) memory)."""
+
+    def __init__(self, n_rows, n_columns, dtype):
+        self.values = np.empty((n_rows, n_columns), dtype=dtype)
+
+    def update(self, block, rows):
+        self.values[rows] = block
+
+    def result(self):
+        self.values.sort(axis=0)
+        return self.values
+
+
+def top_k_mask(block, k):
+    """Mask of each row's k largest entries; among ties, the lowest indices win."""
+    n_rows, n_columns = block.shape
+    if k >= n_columns:
+        return np.ones(block.shape, dtype=bool)
+    if k == 1:
+        mask = np.zeros(block.shape, dtype=bool)
+        mask[np.arange(n_rows), block.argmax(axis=1)] = True
+        return mask
+    kth = np.partition(block, n_columns - k, axis=1)[:, n_columns - k, None]
+    above = block > kth
+    at_kth = block == kth
+    missing = k - above.sum(axis=1, keepdims=True)
+    return above | (at_kth & (np.cumsum(at_kth, axis=1) <= missing))
+
+
+def row_top_k_mean(block, k):
+    """Mean of the k largest entries of every row, in float64."""
+    n_columns = block.shape[1]
+    top = np.partition(block, n_columns - k, axis=1)[:, n_columns - k :]
+    return top.mean(axis=1, dtype=np.float64)
+
+
+def count_greater(sorted_columns, values):
+    """``#{i : sorted_columns[i, j] > values[q, j]}`` for every q and j.
+
+    A bisection run on all columns at once: log2(M) vectorised steps, so
+    O(N log M) work per row of ``values`` and no Python loop over rows or columns.
+    """
+    n_rows, n_columns = sorted_columns.shape
+    flat = sorted_columns.ravel()
+    column = np.arange(n_columns)
+    low = np.zeros(values.shape, dtype=np.intp)
+    high = np.full(values.shape, n_rows, dtype=np.intp)
+    while True:
+        open_ = low < high
+        if not open_.any():
+            break
+        mid = (low + high) // 2
+        at_mid = flat[np.minimum(mid, n_rows - 1) * n_columns + column]
+        go_right = open_ & (at_mid <= values)
+        low = np.where(go_right, mid + 1, low)
+        high = np.where(open_ & ~go_right, mid, high)
+    return n_rows - low

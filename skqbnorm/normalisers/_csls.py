@@ -1,0 +1,92 @@
+"""Cross-domain Similarity Local Scaling (CSLS)."""
+
+from numbers import Integral
+
+from sklearn.utils._param_validation import Interval
+
+from .._stats import ColumnTopKMean, row_top_k_mean
+from ._base import QueryBankNormaliser
+
+
+class CSLS(QueryBankNormaliser):
+    """Cross-domain Similarity Local Scaling (Conneau et al., 2018).
+
+    ``CSLS(q, g) = 2 s(q, g) - r_G(q) - r_B(g)``, where ``r_G(q)`` is the mean of
+    the query's ``k`` largest gallery similarities and ``r_B(g)`` the mean of the
+    ``k`` largest querybank similarities to ``g``. ``r_B`` is learned at fit;
+    ``r_G(q)`` shifts a whole row, so it changes the values but not the ranking.
+
+    The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
+    bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
+    and gallery embeddings and computes the similarities under ``metric``; the
+    second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    k : int, default=10
+        Neighbourhood size; at most the bank size and at most the gallery size.
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block during fit and transform;
+        None means 16 MiB.
+
+    Attributes
+    ----------
+    bank_neighbourhood_ : ndarray of shape (n_gallery,)
+        ``r_B(g)``: mean of the ``k`` largest bank similarities per gallery item.
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import CSLS
+    >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3], [0.8, 0.2]])
+    >>> normaliser = CSLS(k=2).fit(bank_sims)
+    >>> normaliser.bank_neighbourhood_
+    array([0.85, 0.25])
+    >>> normaliser.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
+    array([[-0.2,  0.2]])
+    """
+
+    _parameter_constraints: dict = {
+        **QueryBankNormaliser._parameter_constraints,
+        "k": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, k=10, *, metric="cosine", working_memory=None):
+        super().__init__(metric=metric, working_memory=working_memory)
+        self.k = k
+
+    def _check_sizes(self, n_bank, n_gallery):
+        shape = f"the querybank similarities have shape ({n_bank}, {n_gallery})"
+        if self.k > n_gallery:
+            raise ValueError(
+                f"k={self.k} is larger than the gallery: {shape}, so k must be at "
+                f"most {n_gallery} (n_features = {n_gallery})."
+            )
+        if self.k > n_bank:
+            raise ValueError(
+                f"k={self.k} is larger than the querybank: {shape}, so k must be at "
+                f"most {n_bank} (n_samples = {n_bank})."
+            )
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnTopKMean(n_gallery, self.k)]
+
+    def _learn(self, reducers):
+        self.bank_neighbourhood_ = reducers[0].result()
+
+    def _normalise(self, sims):
+        dtype = sims.dtype
+        scores = 2 * sims
+        scores -= row_top_k_mean(sims, self.k).astype(dtype)[:, None]
+        scores -= self.bank_neighbourhood_.astype(dtype)
+        return scores

@@ -1,0 +1,187 @@
+"""Inverted Softmax and the Dynamic Inverted Softmax."""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval, StrOptions
+
+from .._stats import ColumnLogSumExp, RowTopKUnion
+from ._base import QueryBankNormaliser
+
+
+class InvertedSoftmax(QueryBankNormaliser):
+    """Inverted Softmax (IS) querybank normalisation (Smith et al., 2017).
+
+    A query's similarity to gallery item ``j`` is divided by how strongly the whole
+    querybank is drawn to ``j``::
+
+        eta_q(j) = exp(beta * s(q, j)) / sum_i exp(beta * s(b_i, j))
+
+    so that hubs, items close to many queries, lose their pull. Scores are returned
+    in the log domain, ``beta * s(q, j) - logsumexp_i(beta * s(b_i, j))``, which has
+    the same ranking and never overflows.
+
+    The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
+    bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
+    and gallery embeddings and computes the similarities under ``metric``; the
+    second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    beta : float, default=20.0
+        Inverse temperature, > 0.
+    output : {"log", "probability"}, default="log"
+        ``"log"`` returns log-domain scores; ``"probability"`` returns ``eta``
+        itself, which overflows once ``beta * s`` exceeds the dtype's exp range.
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block of bank rows during fit and of
+        query rows during transform; None means 16 MiB.
+
+    Attributes
+    ----------
+    log_normaliser_ : ndarray of shape (n_gallery,)
+        ``logsumexp_i(beta * s(b_i, j))`` per gallery item, in float64.
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    See Also
+    --------
+    DynamicInvertedSoftmax : Applies IS only to queries whose top hit is a hub.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import InvertedSoftmax
+    >>> rng = np.random.default_rng(0)
+    >>> bank_sims = rng.normal(size=(100, 5))
+    >>> query_sims = rng.normal(size=(3, 5))
+    >>> normaliser = InvertedSoftmax(beta=10.0).fit(bank_sims)
+    >>> normaliser.transform(query_sims).shape
+    (3, 5)
+    """
+
+    _parameter_constraints: dict = {
+        **QueryBankNormaliser._parameter_constraints,
+        "beta": [Interval(Real, 0, None, closed="neither")],
+        "output": [StrOptions({"log", "probability"})],
+    }
+
+    def __init__(self, beta=20.0, *, output="log", metric="cosine", working_memory=None):
+        super().__init__(metric=metric, working_memory=working_memory)
+        self.beta = beta
+        self.output = output
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnLogSumExp(n_gallery, self.beta)]
+
+    def _learn(self, reducers):
+        self.log_normaliser_ = reducers[0].result()
+
+    def _normalise(self, sims):
+        scores = np.multiply(sims, sims.dtype.type(self.beta))
+        scores -= self.log_normaliser_.astype(sims.dtype)
+        if self.output == "probability":
+            np.exp(scores, out=scores)
+        return scores
+
+
+class DynamicInvertedSoftmax(InvertedSoftmax):
+    """Dynamic Inverted Softmax (DIS), the QB-Norm paper's normaliser.
+
+    At fit, the *gallery activation set* collects every gallery item that some
+    querybank query retrieves among its top ``k`` — the suspected hubs. At
+    transform, a query whose top-1 gallery item is in that set gets the Inverted
+    Softmax row; every other query keeps its raw similarities. DIS equals IS when
+    the bank activates every item, and "does no harm" when the bank covers the
+    gallery poorly.
+
+    The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
+    bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
+    and gallery embeddings and computes the similarities under ``metric``; the
+    second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    beta : float, default=20.0
+        Inverse temperature of the Inverted Softmax, > 0.
+    k : int, default=1
+        Each bank query adds its top ``k`` gallery items to the activation set;
+        1 <= k <= n_gallery. The gate itself always uses the query's top 1.
+    output : {"log", "probability"}, default="log"
+        Form of the normalised rows (see :class:`InvertedSoftmax`); rows left
+        raw keep their similarities either way.
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block during fit and transform;
+        None means 16 MiB.
+
+    Attributes
+    ----------
+    log_normaliser_ : ndarray of shape (n_gallery,)
+        ``logsumexp_i(beta * s(b_i, j))`` per gallery item, in float64.
+    activated_ : ndarray of shape (n_gallery,), dtype=bool
+        The gallery activation set as a mask. Among tied scores, the lowest
+        gallery indices are taken first.
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    See Also
+    --------
+    InvertedSoftmax : Normalises every query.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import DynamicInvertedSoftmax
+    >>> bank_sims = np.array([[0.9, 0.1, 0.2], [0.8, 0.3, 0.1]])
+    >>> normaliser = DynamicInvertedSoftmax(beta=20.0, k=1).fit(bank_sims)
+    >>> normaliser.activated_
+    array([ True, False, False])
+    >>> normaliser.transform([[0.2, 0.5, 0.3]])  # top-1 not a hub: left raw
+    array([[0.2, 0.5, 0.3]])
+    """
+
+    _parameter_constraints: dict = {
+        **InvertedSoftmax._parameter_constraints,
+        "k": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, beta=20.0, k=1, *, output="log", metric="cosine", working_memory=None):
+        super().__init__(beta, output=output, metric=metric, working_memory=working_memory)
+        self.k = k
+
+    def _check_sizes(self, n_bank, n_gallery):
+        if self.k > n_gallery:
+            raise ValueError(
+                f"k={self.k} is larger than the gallery: the querybank similarities "
+                f"have shape ({n_bank}, {n_gallery}), so k must be at most {n_gallery} "
+                f"(n_features = {n_gallery})."
+            )
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnLogSumExp(n_gallery, self.beta), RowTopKUnion(n_gallery, self.k)]
+
+    def _learn(self, reducers):
+        self.log_normaliser_ = reducers[0].result()
+        self.activated_ = reducers[1].mask
+
+    def _normalise(self, sims):
+        scores = super()._normalise(sims)
+        raw = ~self.activated_[sims.argmax(axis=1)]
+        scores[raw] = sims[raw]
+        return scores
