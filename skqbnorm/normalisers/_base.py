@@ -90,9 +90,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         return self.transform(X if gallery is None else self.similarities(X))
 
     def _check_target(self, y):
-        if y is not None and np.ndim(y) > 1:
+        if y is not None and np.asarray(y).ndim > 1:
             raise ValueError(
-                f"y is ignored and must be None or 1-D, got an array of shape {np.shape(y)}. "
+                f"y is ignored and must be None or 1-D, got an array of shape {np.asarray(y).shape}. "
                 "To fit on embeddings, pass the gallery embeddings as the keyword "
                 "argument: fit(bank_embeddings, gallery=gallery_embeddings)."
             )
@@ -147,12 +147,12 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         return out
 
     def _check_query_sims(self, X):
-        n_columns = np.shape(X)[1] if np.ndim(X) == 2 else None
-        if n_columns is not None and n_columns != self.n_features_in_:
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
             raise ValueError(
-                f"X has {n_columns} features, but {type(self).__name__} is expecting "
+                f"X has {shape[1]} features, but {type(self).__name__} is expecting "
                 f"{self.n_features_in_} features as input: the query similarities "
-                f"(shape {np.shape(X)}) need one column per fitted gallery item."
+                f"(shape {tuple(shape)}) need one column per fitted gallery item."
             )
         sims = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES, ensure_all_finite=False)
         check_finite_block(sims, slice(0, len(sims)), name="X")

@@ -1,0 +1,115 @@
+"""Bad input gets a clear ValueError naming the parameter and the shapes."""
+
+import numpy as np
+import pytest
+
+from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+
+ALL = [InvertedSoftmax, DynamicInvertedSoftmax, lambda: CSLS(k=2), GloballyCorrected, Centering]
+
+
+@pytest.fixture
+def bank(rng):
+    return rng.normal(size=(20, 6))
+
+
+@pytest.mark.parametrize("make", ALL)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_bank_and_queries(make, bad, bank):
+    broken = bank.copy()
+    broken[3, 4] = bad
+    with pytest.raises(ValueError, match=r"querybank contains NaN or infinity.*bank row 3 to gallery item 4"):
+        make().fit(broken)
+    fitted = make().fit(bank)
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity"):
+        fitted.transform(broken)
+
+
+def test_non_finite_embeddings(rng):
+    bank_emb = rng.normal(size=(10, 4))
+    bank_emb[0, 0] = np.nan
+    with pytest.raises(ValueError, match="querybank contains NaN"):
+        InvertedSoftmax().fit(bank_emb, gallery=rng.normal(size=(5, 4)))
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_transform_columns_must_match_gallery(make, bank):
+    fitted = make().fit(bank)
+    with pytest.raises(ValueError, match=r"X has 5 features, but \w+ is expecting 6 features.*shape \(3, 5\)"):
+        fitted.transform(np.zeros((3, 5)))
+
+
+def test_embedding_dimensions_must_match(rng):
+    with pytest.raises(ValueError, match=r"same dimension: querybank has shape \(10, 4\), gallery has shape \(5, 3\)"):
+        InvertedSoftmax().fit(rng.normal(size=(10, 4)), gallery=rng.normal(size=(5, 3)))
+    fitted = InvertedSoftmax().fit(rng.normal(size=(10, 4)), gallery=rng.normal(size=(5, 4)))
+    with pytest.raises(ValueError, match=r"queries have shape \(2, 3\).*4 dimensions"):
+        fitted.similarities(rng.normal(size=(2, 3)))
+
+
+def test_similarities_needs_embedding_mode(bank):
+    with pytest.raises(ValueError, match="fitted on precomputed similarities"):
+        InvertedSoftmax().fit(bank).similarities(bank)
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_empty_bank(make):
+    with pytest.raises(ValueError, match=r"0 sample\(s\) \(shape=\(0, 6\)\)"):
+        make().fit(np.zeros((0, 6)))
+
+
+def test_k_larger_than_gallery_or_bank(bank):
+    with pytest.raises(ValueError, match=r"k=7 is larger than the gallery.*shape \(20, 6\)"):
+        DynamicInvertedSoftmax(k=7).fit(bank)
+    with pytest.raises(ValueError, match=r"k=7 is larger than the gallery.*shape \(20, 6\)"):
+        CSLS(k=7).fit(bank)
+    with pytest.raises(ValueError, match=r"k=5 is larger than the querybank.*shape \(4, 6\)"):
+        CSLS(k=5).fit(bank[:4])
+
+
+@pytest.mark.parametrize("beta", [0, -1.0])
+def test_beta_must_be_positive(beta, bank):
+    for cls in (InvertedSoftmax, DynamicInvertedSoftmax):
+        with pytest.raises(ValueError, match=r"The 'beta' parameter of \w+ must be a float in the range \(0.0, inf\)"):
+            cls(beta=beta).fit(bank)
+
+
+def test_other_parameters_are_validated(bank):
+    with pytest.raises(ValueError, match="'k' parameter of DynamicInvertedSoftmax"):
+        DynamicInvertedSoftmax(k=0).fit(bank)
+    with pytest.raises(ValueError, match="'metric' parameter"):
+        InvertedSoftmax(metric="euclidean").fit(bank)
+    with pytest.raises(ValueError, match="'output' parameter"):
+        InvertedSoftmax(output="exp").fit(bank)
+    with pytest.raises(ValueError, match="'working_memory' parameter"):
+        InvertedSoftmax(working_memory=0).fit(bank)
+
+
+@pytest.mark.parametrize("make", ALL)
+def test_wrong_dimensionality(make, bank):
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        make().fit(bank[0])
+    with pytest.raises(ValueError, match="Found array with dim 3"):
+        make().fit(bank[None])
+    fitted = make().fit(bank)
+    with pytest.raises(ValueError, match="Expected 2D array, got 1D array"):
+        fitted.transform(bank[0])
+    with pytest.raises(ValueError, match="Found array with dim 3"):
+        fitted.transform(bank[None])
+
+
+def test_two_dimensional_y_is_refused_with_a_hint(rng, bank):
+    with pytest.raises(ValueError, match=r"y is ignored.*shape \(5, 6\).*gallery=gallery_embeddings"):
+        InvertedSoftmax().fit(bank, rng.normal(size=(5, 6)))
+
+
+def test_non_numeric_data():
+    with pytest.raises(ValueError, match="could not convert|dtype='numeric'|Unable to convert"):
+        InvertedSoftmax().fit(np.array([["a", "b"], ["c", "d"]], dtype=object))
+
+
+def test_unfitted_transform(bank):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        InvertedSoftmax().transform(bank)
