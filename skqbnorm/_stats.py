@@ -74,11 +74,11 @@ class ProbeMatrix:
 def check_finite_block(block, rows, name="querybank"):
     # The sum of a finite block is finite unless it overflows; only then (or when a
     # NaN/inf is present) is the slower elementwise test needed.
-    if np.isfinite(block.sum(dtype=np.float64)) or np.isfinite(block).all():
+    if np.isfinite(block.sum()) or np.isfinite(block).all():
         return
     bad = np.argwhere(~np.isfinite(block))[0]
     raise ValueError(
-        f"Input {name} contains NaN or infinity: the similarity of bank row "
+        f"Input {name} contains NaN or infinity: the similarity of {name} row "
         f"{rows.start + bad[0]} to gallery item {bad[1]} is {block[tuple(bad)]}."
     )
 

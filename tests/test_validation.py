@@ -18,7 +18,7 @@ def bank(rng):
 def test_non_finite_bank_and_queries(make, bad, bank):
     broken = bank.copy()
     broken[3, 4] = bad
-    with pytest.raises(ValueError, match=r"querybank contains NaN or infinity.*bank row 3 to gallery item 4"):
+    with pytest.raises(ValueError, match=r"querybank contains NaN or infinity.*querybank row 3 to gallery item 4"):
         make().fit(broken)
     fitted = make().fit(bank)
     with pytest.raises(ValueError, match=r"X contains NaN or infinity"):

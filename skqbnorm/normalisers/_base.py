@@ -18,8 +18,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     Subclasses define ``_reducers(n_bank, n_gallery, dtype)``, which returns the
     streaming reductions fit needs, ``_learn(reducers)``, which stores their results
-    as fitted attributes, and ``_normalise(sims)``, which maps a block of query
-    similarity rows to normalised scores.
+    as fitted attributes, and ``_normalise(sims, out)``, which writes the normalised
+    scores of a block of query similarity rows into ``out``.
 
     The fit rule, shared by every normaliser:
 
@@ -141,9 +141,10 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         check_is_fitted(self)
         sims = self._check_query_sims(X)
         out = np.empty_like(sims)
-        step = rows_per_chunk(sims.shape[1], sims.dtype.itemsize, self.working_memory, 4)
+        step = rows_per_chunk(sims.shape[1], sims.dtype.itemsize, self.working_memory, 16)
         for rows in gen_batches(sims.shape[0], step):
-            out[rows] = self._normalise(sims[rows])
+            check_finite_block(sims[rows], rows, name="X")
+            self._normalise(sims[rows], out[rows])
         return out
 
     def _check_query_sims(self, X):
@@ -154,9 +155,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 f"{self.n_features_in_} features as input: the query similarities "
                 f"(shape {tuple(shape)}) need one column per fitted gallery item."
             )
-        sims = validate_data(self, X, reset=False, dtype=FLOAT_DTYPES, ensure_all_finite=False)
-        check_finite_block(sims, slice(0, len(sims)), name="X")
-        return sims
+        return validate_data(self, X, reset=False, dtype=FLOAT_DTYPES, ensure_all_finite=False)
 
     def similarities(self, queries):
         """Similarities of query embeddings to the fitted gallery, under ``metric``.

@@ -1,5 +1,7 @@
 """Centering: the querybank's column mean as a baseline normaliser."""
 
+import numpy as np
+
 from .._stats import ColumnMoments
 from ._base import QueryBankNormaliser
 
@@ -52,5 +54,5 @@ class Centering(QueryBankNormaliser):
     def _learn(self, reducers):
         self.bank_mean_ = reducers[0].mean
 
-    def _normalise(self, sims):
-        return sims - self.bank_mean_.astype(sims.dtype)
+    def _normalise(self, sims, out):
+        np.subtract(sims, self.bank_mean_.astype(sims.dtype), out=out)

@@ -2,6 +2,7 @@
 
 from numbers import Integral
 
+import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._stats import ColumnTopKMean, row_top_k_mean
@@ -84,9 +85,8 @@ class CSLS(QueryBankNormaliser):
     def _learn(self, reducers):
         self.bank_neighbourhood_ = reducers[0].result()
 
-    def _normalise(self, sims):
+    def _normalise(self, sims, out):
         dtype = sims.dtype
-        scores = 2 * sims
-        scores -= row_top_k_mean(sims, self.k).astype(dtype)[:, None]
-        scores -= self.bank_neighbourhood_.astype(dtype)
-        return scores
+        np.multiply(sims, 2, out=out)
+        out -= row_top_k_mean(sims, self.k).astype(dtype)[:, None]
+        out -= self.bank_neighbourhood_.astype(dtype)

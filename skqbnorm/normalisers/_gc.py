@@ -68,9 +68,10 @@ class GloballyCorrected(QueryBankNormaliser):
     def _learn(self, reducers):
         self.sorted_bank_ = reducers[0].result()
 
-    def _normalise(self, sims):
+    def _normalise(self, sims, out):
         ranks = count_greater(self.sorted_bank_, sims)
         low = sims.min(axis=1, keepdims=True)
         spread = sims.max(axis=1, keepdims=True) - low
-        tie_break = np.divide(sims - low, 2 * spread, out=np.zeros_like(sims), where=spread > 0)
-        return tie_break - ranks.astype(sims.dtype)
+        out[:] = 0
+        np.divide(sims - low, 2 * spread, out=out, where=spread > 0)
+        out -= ranks.astype(sims.dtype)

@@ -85,12 +85,11 @@ class InvertedSoftmax(QueryBankNormaliser):
     def _learn(self, reducers):
         self.log_normaliser_ = reducers[0].result()
 
-    def _normalise(self, sims):
-        scores = np.multiply(sims, sims.dtype.type(self.beta))
-        scores -= self.log_normaliser_.astype(sims.dtype)
+    def _normalise(self, sims, out):
+        np.multiply(sims, sims.dtype.type(self.beta), out=out)
+        out -= self.log_normaliser_.astype(sims.dtype)
         if self.output == "probability":
-            np.exp(scores, out=scores)
-        return scores
+            np.exp(out, out=out)
 
 
 class DynamicInvertedSoftmax(InvertedSoftmax):
@@ -180,8 +179,7 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         self.log_normaliser_ = reducers[0].result()
         self.activated_ = reducers[1].mask
 
-    def _normalise(self, sims):
-        scores = super()._normalise(sims)
+    def _normalise(self, sims, out):
+        super()._normalise(sims, out)
         raw = ~self.activated_[sims.argmax(axis=1)]
-        scores[raw] = sims[raw]
-        return scores
+        out[raw] = sims[raw]
