@@ -1,5 +1,6 @@
-"""Datasets: synthetic generators (and, later, bundled real data)."""
+"""Datasets: a retrieval task on real images and synthetic generators."""
 
+from ._digits import load_digits_retrieval
 from ._synthetic import make_hubness_sims
 
-__all__ = ["make_hubness_sims"]
+__all__ = ["load_digits_retrieval", "make_hubness_sims"]

@@ -180,6 +180,12 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         self.activated_ = reducers[1].mask
 
     def _normalise(self, sims, out):
-        super()._normalise(sims, out)
-        raw = ~self.activated_[sims.argmax(axis=1)]
-        out[raw] = sims[raw]
+        gated = self.activated_[sims.argmax(axis=1)]
+        if gated.all():
+            super()._normalise(sims, out)
+            return
+        out[...] = sims
+        if gated.any():
+            normalised = np.empty_like(sims[gated])
+            super()._normalise(sims[gated], normalised)
+            out[gated] = normalised
