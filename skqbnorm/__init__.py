@@ -11,6 +11,12 @@ from .normalisers import (
     GloballyCorrected,
     InvertedSoftmax,
 )
+from .rerankers import (
+    HingeReranker,
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
+)
 
 __version__ = "0.1.0"
 
@@ -19,6 +25,10 @@ __all__ = [
     "Centering",
     "DynamicInvertedSoftmax",
     "GloballyCorrected",
+    "HingeReranker",
     "InvertedSoftmax",
+    "PointwiseReranker",
+    "PreferenceStrengthReranker",
+    "RandomWalkReranker",
     "__version__",
 ]

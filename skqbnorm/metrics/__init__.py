@@ -1,10 +1,26 @@
-"""Retrieval metrics, hubness measures and scorers."""
+"""Retrieval metrics, hubness measures, ranking quality and distances, and scorers."""
 
 from ._hubness import hubness, hubness_from_counts, k_occurrence
+from ._ranking import (
+    average_precision,
+    discordant_pairs,
+    hinge_distance,
+    mean_average_precision,
+    ordered_pairs,
+    pointwise_distance,
+    preference_strength_distance,
+)
 from ._retrieval import correct_item_ranks, recall_at_k, retrieval_metrics
 from ._scorers import make_retrieval_scorer
 
 __all__ = [
+    "average_precision",
+    "discordant_pairs",
+    "hinge_distance",
+    "mean_average_precision",
+    "ordered_pairs",
+    "pointwise_distance",
+    "preference_strength_distance",
     "correct_item_ranks",
     "hubness",
     "hubness_from_counts",

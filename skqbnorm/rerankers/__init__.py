@@ -1,0 +1,14 @@
+"""Bayesian rerankers: refine an initial ranking by visual consistency."""
+
+from ._base import BayesianReranker
+from ._baselines import PointwiseReranker, RandomWalkReranker
+from ._hinge import HingeReranker
+from ._preference import PreferenceStrengthReranker
+
+__all__ = [
+    "BayesianReranker",
+    "HingeReranker",
+    "PointwiseReranker",
+    "PreferenceStrengthReranker",
+    "RandomWalkReranker",
+]
