@@ -11,7 +11,7 @@ from ._ranking import (
     preference_strength_distance,
 )
 from ._retrieval import correct_item_ranks, recall_at_k, retrieval_metrics
-from ._scorers import make_retrieval_scorer
+from ._scorers import make_map_scorer, make_retrieval_scorer
 
 __all__ = [
     "average_precision",
@@ -25,6 +25,7 @@ __all__ = [
     "hubness",
     "hubness_from_counts",
     "k_occurrence",
+    "make_map_scorer",
     "make_retrieval_scorer",
     "recall_at_k",
     "retrieval_metrics",

@@ -1,5 +1,8 @@
-"""Scorers for model selection over query-similarity rows."""
+"""Scorers for model selection: retrieval over similarity rows, MAP over reranked lists."""
 
+from sklearn.utils.metadata_routing import MetadataRequest
+
+from ._ranking import mean_average_precision
 from ._retrieval import retrieval_metrics
 
 _SCORES = ("R@1", "R@5", "R@10", "R@50", "geometric_mean")
@@ -60,3 +63,81 @@ def make_retrieval_scorer(metric="R@1"):
     True
     """
     return RetrievalScorer(metric)
+
+
+class MAPScorer:
+    """Callable ``scorer(estimator, X, y, relevance, groups)`` for rerankers.
+
+    Reranks the lists of the evaluated fold (``estimator.fit_predict(X, y,
+    groups=groups)``, ``y`` being the initial scores) and returns their mean
+    average precision against ``relevance``. It requests ``relevance`` and
+    ``groups`` through scikit-learn's metadata routing, so ``GridSearchCV`` passes
+    each fold's share of them.
+
+    Parameters
+    ----------
+    n : int, default=None
+        Cut-off depth of AP; None evaluates whole lists.
+    normaliser : {"relevant", "truncated"}, default="relevant"
+        AP's denominator (see :func:`~skqbnorm.metrics.average_precision`).
+    """
+
+    def __init__(self, n=None, normaliser="relevant"):
+        self.n = n
+        self.normaliser = normaliser
+
+    def __call__(self, estimator, X, y, relevance, groups=None):
+        scores = estimator.fit_predict(X, y, groups=groups)
+        groups = [0] * len(scores) if groups is None else groups
+        return mean_average_precision(scores, relevance, groups, self.n, normaliser=self.normaliser)
+
+    def get_metadata_routing(self):
+        request = MetadataRequest(owner=self)
+        request.score.add_request(param="relevance", alias=True)
+        request.score.add_request(param="groups", alias=True)
+        return request
+
+    def __repr__(self):
+        return f"make_map_scorer(n={self.n!r}, normaliser={self.normaliser!r})"
+
+
+def make_map_scorer(n=None, *, normaliser="relevant"):
+    """A MAP scorer for ``GridSearchCV`` over rerankers, with whole queries per fold.
+
+    Needs scikit-learn's metadata routing
+    (``sklearn.set_config(enable_metadata_routing=True)`` or the
+    ``sklearn.config_context`` of the same name): ``GridSearchCV.fit(X, y,
+    groups=groups, relevance=relevance)`` then hands ``groups`` to the splitter
+    (use ``GroupKFold`` so that a query's list never straddles folds), to the
+    reranker's ``fit`` and to this scorer, and ``relevance`` to this scorer.
+
+    Parameters
+    ----------
+    n : int, default=None
+        Cut-off depth of AP; None evaluates whole lists.
+    normaliser : {"relevant", "truncated"}, default="relevant"
+        AP's denominator.
+
+    Returns
+    -------
+    scorer : MAPScorer
+
+    Examples
+    --------
+    >>> import numpy as np, sklearn
+    >>> from sklearn.model_selection import GridSearchCV, GroupKFold
+    >>> from skqbnorm import PointwiseReranker
+    >>> from skqbnorm.metrics import make_map_scorer
+    >>> rng = np.random.default_rng(0)
+    >>> relevance = rng.random(120) < 0.3
+    >>> features = relevance[:, None] + rng.normal(scale=0.3, size=(120, 2))
+    >>> initial = relevance + rng.normal(scale=1.0, size=120)
+    >>> groups = np.repeat(np.arange(4), 30)
+    >>> with sklearn.config_context(enable_metadata_routing=True):
+    ...     search = GridSearchCV(PointwiseReranker(), {"c": [0.01, 1.0, 100.0]},
+    ...                           scoring=make_map_scorer(), cv=GroupKFold(n_splits=2))
+    ...     search = search.fit(features, initial, groups=groups, relevance=relevance)
+    >>> search.best_params_["c"] in (0.01, 1.0, 100.0)
+    True
+    """
+    return MAPScorer(n, normaliser=normaliser)

@@ -110,7 +110,7 @@ class BayesianReranker(BaseEstimator):
         return self.fit(X, y, groups=groups).scores_
 
     def _check_list(self, label, initial):
-        where = "" if len(self.group_labels_) == 1 else f" in group {label!r}"
+        where = "" if len(self.group_labels_) == 1 else f" in group {label.item()!r}"
         if len(initial) < 2:
             raise ValueError(f"A list needs at least 2 samples to rerank; got {len(initial)}{where}.")
         if np.ptp(initial) == 0:

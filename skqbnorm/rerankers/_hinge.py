@@ -29,8 +29,10 @@ class HingeReranker(PairwiseReranker):
 
     Parameters
     ----------
-    c : float, default=1.0
+    c : float, default=0.1
         Weight of the ranking distance against the visual-consistency prior, > 0.
+        Large c keeps the initial order, small c gives graph-smooth scores; the
+        ranking depends on the initial scores only through their order.
     margin : float, default=1.0
         The hinge margin ``a`` > 0; OSQP's absolute tolerance is scaled by it.
     graph : {"knn", "dense"}, default="knn"
@@ -103,7 +105,7 @@ class HingeReranker(PairwiseReranker):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, c=1.0, *, margin=1.0, graph="knn", n_neighbors=10, sigma="median",
+    def __init__(self, c=0.1, *, margin=1.0, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
                  n_clusters=3, initial="scores", n_positive=10, eps_abs=1e-7, eps_rel=1e-7,
                  max_iter=20000, random_state=None, n_jobs=None):

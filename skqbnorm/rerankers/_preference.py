@@ -22,8 +22,11 @@ class PreferenceStrengthReranker(PairwiseReranker):
 
     Parameters
     ----------
-    c : float, default=1.0
+    c : float, default=1e-6
         Weight of the ranking distance against the visual-consistency prior, > 0.
+        The pair weights ``c / (rbar_i - rbar_j)^2`` grow as ``c N^2`` with
+        rank-based initial scores, hence the small default (tuned on lists of a
+        few hundred samples); search c on a logarithmic grid.
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -41,8 +44,10 @@ class PreferenceStrengthReranker(PairwiseReranker):
         Sizes of the top and bottom sets of ``"top_bottom"`` and ``"clustering"``.
     n_clusters : int, default=3
         Clusters of the top set for ``"clustering"``.
-    initial : {"scores", "minmax", "rank", "binary"}, default="scores"
-        The prior ranking, as in :class:`HingeReranker`.
+    initial : {"rank", "scores", "minmax", "binary"}, default="rank"
+        The prior ranking, as in :class:`HingeReranker`. Rank-based scores
+        (``1 - i/N``) give every adjacent pair the same preference strength;
+        raw scores with near-ties give those pairs overwhelming weights.
     n_positive : int, default=10
         Pseudo-positives of ``initial="binary"``.
     random_state : int, RandomState instance or None, default=None
@@ -71,14 +76,14 @@ class PreferenceStrengthReranker(PairwiseReranker):
     >>> from skqbnorm import PreferenceStrengthReranker
     >>> features = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
     >>> initial = np.array([5.0, 4.0, 1.0, 3.0, 2.0])  # sample 2 looks like 0 and 1
-    >>> reranker = PreferenceStrengthReranker(c=0.1, n_neighbors=2, rho=4)
+    >>> reranker = PreferenceStrengthReranker(c=0.1, n_neighbors=2, rho=4, initial="scores")
     >>> np.argsort(-reranker.fit_predict(features, initial))  # ... and moves up
     array([0, 1, 2, 3, 4])
     """
 
-    def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median",
+    def __init__(self, c=1e-6, *, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
-                 n_clusters=3, initial="scores", n_positive=10, random_state=None, n_jobs=None):
+                 n_clusters=3, initial="rank", n_positive=10, random_state=None, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
                          n_positive=n_positive, n_jobs=n_jobs)
         self.laplacian = laplacian

@@ -1,0 +1,274 @@
+"""Rerankers against independent minimisers of their energies, limits and real data."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.optimize import minimize
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+
+from skqbnorm import HingeReranker, PointwiseReranker, PreferenceStrengthReranker, RandomWalkReranker
+from skqbnorm.metrics import mean_average_precision
+from skqbnorm.rerankers._graph import affinity, laplacian
+
+ALL = [HingeReranker, PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker]
+
+
+def two_clusters(rng, n=30):
+    features = np.r_[rng.normal(0, 0.3, size=(n // 2, 2)), rng.normal(3, 0.3, size=(n - n // 2, 2))]
+    initial = rng.normal(size=n)
+    return features, initial
+
+
+def dense_laplacian(features, **graph):
+    return laplacian(affinity(features, **graph)).toarray()
+
+
+def pairs_of(initial, rho):
+    order = np.argsort(-initial, kind="stable")
+    return [(order[p], order[p + d]) for d in range(1, rho + 1) for p in range(len(order) - d)]
+
+
+def minimise(energy, x0):
+    result = minimize(energy, x0, method="BFGS", options={"gtol": 1e-10, "maxiter": 20000})
+    return result.x, result.fun
+
+
+def test_hinge_matches_squared_hinge_minimiser(rng):
+    features, initial = two_clusters(rng)
+    for c, rho in [(0.1, 3), (1.0, 29), (10.0, 1)]:
+        reranker = HingeReranker(c=c, rho=rho, n_neighbors=5, eps_abs=1e-9, eps_rel=1e-9).fit(features, initial)
+        lap = dense_laplacian(features, n_neighbors=5)
+        pairs = np.array(pairs_of(initial, rho))
+
+        def energy(r):
+            slack = np.maximum(1.0 - (r[pairs[:, 0]] - r[pairs[:, 1]]), 0)
+            return r @ lap @ r + c * np.sum(slack**2)
+
+        _, reference = minimise(energy, np.zeros(len(initial)))
+        assert reranker.solver_status_[0] == "solved"
+        assert_allclose(reranker.objective_[0], reference, rtol=1e-4)
+        assert_allclose(energy(reranker.scores_), reference, rtol=1e-4)
+
+
+@pytest.mark.parametrize("margin", [0.01, 1.0, 100.0])
+def test_hinge_ranking_does_not_depend_on_the_margin(rng, margin):
+    features, initial = two_clusters(rng, 40)
+    reference = HingeReranker(c=0.3, rho=4).fit_predict(features, initial)
+    scores = HingeReranker(c=0.3, rho=4, margin=margin).fit_predict(features, initial)
+    assert_array_equal(np.argsort(-scores), np.argsort(-reference))
+    # r*(a) = a r*(1), up to the constant shift the energy does not see
+    centred = scores - scores.mean()
+    assert_allclose(centred, margin * (reference - reference.mean()), rtol=1e-4, atol=1e-6 * margin)
+
+
+@pytest.mark.parametrize("laplacian_kind", ["unnormalised", "normalised"])
+@pytest.mark.parametrize("pairs", ["rho_adjacent", "all", "top_bottom"])
+def test_preference_strength_closed_form_is_the_minimiser(rng, pairs, laplacian_kind):
+    features, initial = two_clusters(rng)
+    c = 0.05
+    reranker = PreferenceStrengthReranker(
+        c=c, pairs=pairs, rho=3, n_top=5, n_bottom=5, n_neighbors=5, laplacian=laplacian_kind, initial="scores"
+    ).fit(features, initial)
+    prior = laplacian(affinity(features, n_neighbors=5), normalised=laplacian_kind == "normalised").toarray()
+    if pairs == "rho_adjacent":
+        selected = np.array(pairs_of(initial, 3))
+    elif pairs == "all":
+        selected = np.array(pairs_of(initial, len(initial) - 1))
+    else:
+        order = np.argsort(-initial)
+        selected = np.array([(i, j) for i in order[:5] for j in order[-5:]])
+    gaps = initial[selected[:, 0]] - initial[selected[:, 1]]
+
+    def energy(r):
+        return r @ prior @ r + c * np.sum((1 - (r[selected[:, 0]] - r[selected[:, 1]]) / gaps) ** 2)
+
+    def gradient(r):
+        high, low = selected[:, 0], selected[:, 1]
+        pull = -2 * c * (1 - (r[high] - r[low]) / gaps) / gaps
+        return 2 * prior @ r + np.bincount(high, pull, len(r)) - np.bincount(low, pull, len(r))
+
+    solution, reference = minimise(energy, initial.copy())
+    assert_allclose(reranker.objective_[0], reference, rtol=1e-6, atol=1e-9)
+    assert reranker.objective_[0] <= reference + 1e-12  # never worse than BFGS
+    assert np.abs(gradient(reranker.scores_)).max() < 1e-8  # a stationary point
+    # The unnormalised prior leaves a constant shift free: compare up to it.
+    centred = reranker.scores_ - reranker.scores_.mean()
+    assert_allclose(centred, solution - solution.mean(), atol=1e-3)
+
+
+def test_random_walk_is_its_fixed_point_and_its_energy_minimiser(rng):
+    features, initial = two_clusters(rng)
+    c = 0.5
+    scores = RandomWalkReranker(c=c, n_neighbors=5).fit_predict(features, initial)
+    weights = affinity(features, n_neighbors=5).toarray()
+    degree = weights.sum(axis=1)
+    alpha = 1 / (1 + c)
+    walk = weights / degree[:, None]
+    assert_allclose(scores, alpha * walk.T @ scores + (1 - alpha) * initial, atol=1e-10)
+
+    def energy(x):
+        y = x / degree
+        return 0.5 * np.sum(weights * (y[:, None] - y[None, :]) ** 2) + c * np.sum((x - initial) ** 2 / degree)
+
+    solution, _ = minimise(energy, initial.copy())
+    assert_allclose(scores, solution, atol=1e-5)
+
+
+def test_pointwise_closed_form(rng):
+    features, initial = two_clusters(rng)
+    scores = PointwiseReranker(c=2.0, n_neighbors=5).fit_predict(features, initial)
+    lap = dense_laplacian(features, n_neighbors=5)
+    assert_allclose(scores, np.linalg.solve(lap + 2.0 * np.eye(len(initial)), 2.0 * initial))
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_large_c_keeps_the_initial_order(rng, cls):
+    features, initial = two_clusters(rng)
+    scores = cls(c=1e6).fit_predict(features, initial)
+    assert_array_equal(np.argsort(-scores), np.argsort(-initial))
+
+
+def dirichlet_ratio(scores, lap):
+    centred = scores - scores.mean()
+    return centred @ lap @ centred / (centred @ centred)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_small_c_gives_graph_smooth_scores(rng, cls):
+    features, initial = two_clusters(rng, 40)
+    lap = dense_laplacian(features, n_neighbors=5)
+    small = {PreferenceStrengthReranker: 1e-9}.get(cls, 1e-4)
+    scores = cls(c=small, n_neighbors=5).fit_predict(features, initial)
+    if cls is RandomWalkReranker:  # its prior smooths x_i / d_i (the walk's density)
+        scores = scores / np.asarray(affinity(features, n_neighbors=5).sum(axis=1)).ravel()
+    # Far smoother than the initial scores: almost constant within each cluster.
+    assert dirichlet_ratio(scores, lap) < 0.05 * dirichlet_ratio(initial, lap)
+    within = max(np.ptp(scores[:20]), np.ptp(scores[20:]))
+    assert within < 0.1 * np.ptp(scores)
+
+
+@pytest.fixture(scope="module")
+def digits_lists():
+    """Ten queries (one per digit class) over 400 unlabelled digits; initial scores
+    from a logistic regression trained on two labelled images per class."""
+    digits = load_digits()
+    rng = np.random.default_rng(0)
+    labelled = np.concatenate([rng.choice(np.flatnonzero(digits.target == k), 2, replace=False) for k in range(10)])
+    pool = rng.choice(np.setdiff1d(np.arange(len(digits.target)), labelled), 400, replace=False)
+    classifier = LogisticRegression(C=0.01, max_iter=2000).fit(digits.data[labelled], digits.target[labelled])
+    proba = classifier.predict_proba(digits.data[pool])
+    groups = np.repeat(np.arange(10), len(pool))
+    features = np.tile(digits.data[pool] / 16, (10, 1))
+    relevance = np.tile(digits.target[pool], 10) == groups
+    return features, proba.T.ravel(), groups, relevance
+
+
+@pytest.mark.parametrize(
+    "reranker",
+    [
+        HingeReranker(c=0.1, rho=5),
+        HingeReranker(c=0.1, pairs="top_bottom", n_top=30, n_bottom=100),
+        HingeReranker(c=1.0, pairs="clustering", n_top=40, n_bottom=200, n_clusters=2, random_state=0),
+        PreferenceStrengthReranker(c=1e-6, rho=5),
+        PreferenceStrengthReranker(c=1e-6, pairs="all"),
+        PointwiseReranker(c=1.0),
+        RandomWalkReranker(c=1.0),
+    ],
+    ids=repr,
+)
+def test_reranking_raises_map_on_digits(digits_lists, reranker):
+    features, initial, groups, relevance = digits_lists
+    before = mean_average_precision(initial, relevance, groups)
+    after = mean_average_precision(reranker.fit_predict(features, initial, groups=groups), relevance, groups)
+    assert after > before + 0.02, (before, after)
+
+
+def test_groups_rerank_independently_and_in_parallel(rng):
+    features, initial = two_clusters(rng, 60)
+    groups = np.repeat(["a", "b", "c"], 20)
+    for cls in ALL:
+        together = cls(n_jobs=2).fit(features, initial, groups=groups)
+        assert together.solver_status_.shape == (3,)
+        assert_array_equal(together.group_labels_, ["a", "b", "c"])
+        for label in "abc":
+            alone = cls().fit_predict(features[groups == label], initial[groups == label])
+            assert_allclose(together.scores_[groups == label], alone, rtol=1e-6, atol=1e-8)
+
+
+def test_hinge_reports_osqp_status(rng):
+    features, initial = two_clusters(rng, 40)
+    with pytest.warns(ConvergenceWarning, match="OSQP stopped with status 'maximum iterations reached'"):
+        reranker = HingeReranker(max_iter=3, eps_abs=1e-12, eps_rel=1e-12).fit(features, initial)
+    assert reranker.solver_status_[0] == "maximum iterations reached"
+    assert reranker.n_iter_[0] == 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = HingeReranker().fit(features, initial)
+    assert fitted.solver_status_[0] == "solved" and fitted.n_iter_[0] > 0
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_clone_params_pickle(rng, cls):
+    features, initial = two_clusters(rng)
+    reranker = cls(c=0.5, graph="dense", sigma=1.5)
+    assert clone(reranker).get_params() == reranker.get_params()
+    fitted = reranker.fit(features, initial)
+    restored = pickle.loads(pickle.dumps(fitted))
+    assert_array_equal(restored.scores_, fitted.scores_)
+    assert_allclose(clone(reranker).fit_predict(features, initial), fitted.scores_)
+    assert "sk-" in fitted._repr_html_()
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_initial_score_strategies(rng, cls):
+    features, initial = two_clusters(rng)
+    for strategy in ("scores", "minmax", "rank"):  # a huge c reproduces the prior's order
+        scores = cls(initial=strategy, c=1e6).fit_predict(features, initial)
+        assert_array_equal(np.argsort(-scores), np.argsort(-initial))
+    # Binary: only the top 5 against the rest is ordered; every such pair must count.
+    binary = cls(initial="binary", n_positive=5, c=1e4)
+    if "pairs" in binary.get_params():
+        binary.set_params(pairs="all")
+    assert set(np.argsort(-binary.fit_predict(features, initial))[:5]) == set(np.argsort(-initial)[:5])
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_bad_input(rng, cls):
+    features, initial = two_clusters(rng)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        cls().fit(features, initial[:-1])
+    broken = initial.copy()
+    broken[3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cls().fit(features, broken)
+    broken_features = features.copy()
+    broken_features[0, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        cls().fit(broken_features, initial)
+    with pytest.raises(ValueError, match=r"initial scores are constant \(all 0.5\).*shape \(30,\)"):
+        cls().fit(features, np.full(30, 0.5))
+    with pytest.raises(ValueError, match="at least 2 samples to rerank; got 1 in group 'b'"):
+        cls().fit(features[:3], initial[:3], groups=["a", "a", "b"])
+    for c in (0, -1.0):
+        with pytest.raises(ValueError, match=r"The 'c' parameter of \w+ must be a float in the range \(0.0, inf\)"):
+            cls(c=c).fit(features, initial)
+    with pytest.raises(ValueError, match=r"The 'sigma' parameter of \w+ must be"):
+        cls(sigma=0.0).fit(features, initial)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        cls().fit(features, initial, groups=np.zeros(5))
+    features_copy, initial_copy = features.copy(), initial.copy()
+    cls().fit(features, initial)
+    assert_array_equal(features, features_copy) and assert_array_equal(initial, initial_copy)
+
+
+def test_pair_selection_without_pairs_is_an_error(rng):
+    features, initial = two_clusters(rng)
+    # Binary initial scores with every sample a pseudo-positive: nothing is ordered.
+    with pytest.raises(ValueError, match="pairs='rho_adjacent' selected no strictly ordered pair from 30"):
+        HingeReranker(initial="binary", n_positive=30).fit(features, initial)
