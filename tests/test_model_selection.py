@@ -40,3 +40,44 @@ def test_pipeline_passes_y_through_and_ignores_it():
     out = pipe.fit(sims, gt).transform(sims)
     assert out.shape == sims.shape
     assert np.allclose(out, CSLS(k=5).fit(sims).transform(sims))
+
+
+def test_grid_search_over_c_with_whole_queries_per_fold():
+    import sklearn
+    from sklearn.model_selection import GroupKFold
+
+    from skqbnorm import PointwiseReranker
+    from skqbnorm.metrics import make_map_scorer, mean_average_precision
+
+    rng = np.random.default_rng(0)
+    n_queries, n_items = 8, 60
+    groups = np.repeat(np.arange(n_queries), n_items)
+    relevance = rng.random(n_queries * n_items) < 0.3
+    # Relevant items cluster together visually; the initial text scores are noisy.
+    features = relevance[:, None] * 2.0 + rng.normal(scale=0.5, size=(len(groups), 3))
+    initial = relevance + rng.normal(scale=1.0, size=len(groups))
+    calls = []
+
+    class RecordingGroupKFold(GroupKFold):
+        def split(self, X, y=None, groups=None):
+            for train, test in super().split(X, y, groups):
+                assert not set(groups[train]) & set(groups[test])  # whole queries per fold
+                calls.append(test)
+                yield train, test
+
+    with sklearn.config_context(enable_metadata_routing=True):
+        search = GridSearchCV(
+            PointwiseReranker(), {"c": [1e-3, 1e-1, 1e1, 1e5]}, scoring=make_map_scorer(),
+            cv=RecordingGroupKFold(n_splits=4),
+        ).fit(features, initial, groups=groups, relevance=relevance)
+    assert len(calls) == 4  # the splits are made once and shared by every candidate
+    # The scores GridSearchCV recorded are the MAP of each test fold's queries.
+    test = calls[0]
+    expected = mean_average_precision(
+        PointwiseReranker(c=1e-3).fit_predict(features[test], initial[test], groups=groups[test]),
+        relevance[test], groups[test],
+    )
+    assert np.isclose(search.cv_results_["split0_test_score"][0], expected)
+    # c=1e5 keeps the noisy initial order; the search picks a c that reranks.
+    assert search.best_params_["c"] < 1e5
+    assert search.best_score_ > search.cv_results_["mean_test_score"][-1] + 0.05

@@ -253,7 +253,7 @@ def test_bad_input(rng, cls):
         cls().fit(broken_features, initial)
     with pytest.raises(ValueError, match=r"initial scores are constant \(all 0.5\).*shape \(30,\)"):
         cls().fit(features, np.full(30, 0.5))
-    with pytest.raises(ValueError, match="at least 2 samples to rerank; got 1 in group 'b'"):
+    with pytest.raises(ValueError, match=r"at least 2 samples to rerank; got 1 sample\(s\) in group 'b'"):
         cls().fit(features[:3], initial[:3], groups=["a", "a", "b"])
     for c in (0, -1.0):
         with pytest.raises(ValueError, match=r"The 'c' parameter of \w+ must be a float in the range \(0.0, inf\)"):

@@ -112,7 +112,7 @@ class BayesianReranker(BaseEstimator):
     def _check_list(self, label, initial):
         where = "" if len(self.group_labels_) == 1 else f" in group {label.item()!r}"
         if len(initial) < 2:
-            raise ValueError(f"A list needs at least 2 samples to rerank; got {len(initial)}{where}.")
+            raise ValueError(f"A list needs at least 2 samples to rerank; got {len(initial)} sample(s){where}.")
         if np.ptp(initial) == 0:
             raise ValueError(
                 f"The initial scores are constant (all {initial[0]}){where}, shape "
