@@ -272,3 +272,20 @@ def test_pair_selection_without_pairs_is_an_error(rng):
     # Binary initial scores with every sample a pseudo-positive: nothing is ordered.
     with pytest.raises(ValueError, match="pairs='rho_adjacent' selected no strictly ordered pair from 30"):
         HingeReranker(initial="binary", n_positive=30).fit(features, initial)
+
+
+@pytest.mark.parametrize("cls", [PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker])
+@pytest.mark.parametrize("laplacian_kind", ["unnormalised", "normalised"])
+def test_iterative_solve_of_large_lists_equals_the_direct_one(rng, monkeypatch, cls, laplacian_kind):
+    from skqbnorm.rerankers import _solvers
+
+    features = rng.normal(size=(300, 8))
+    initial = rng.normal(size=300)
+    params = {} if cls is RandomWalkReranker else {"laplacian": laplacian_kind}
+    reranker = cls(c=0.05, initial="scores", **params) if cls is PreferenceStrengthReranker else cls(**params)
+    direct = clone(reranker).fit(features, initial)
+    assert direct.n_iter_[0] == 0
+    monkeypatch.setattr(_solvers, "DIRECT_MAX_SIZE", 10)
+    iterative = clone(reranker).fit(features, initial)
+    assert iterative.n_iter_[0] > 0 and iterative.solver_status_[0] == "solved"
+    assert_allclose(iterative.scores_, direct.scores_, rtol=1e-6, atol=1e-8)

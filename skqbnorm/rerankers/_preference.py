@@ -5,7 +5,7 @@ import numpy as np
 from ..metrics import preference_strength_distance
 from ._base import PairwiseReranker
 from ._graph import pair_laplacian, quadratic_form
-from ._solvers import solve_laplacian_system
+from ._solvers import solve_graph_system
 
 
 class PreferenceStrengthReranker(PairwiseReranker):
@@ -15,10 +15,11 @@ class PreferenceStrengthReranker(PairwiseReranker):
     the reranked gaps should keep the initial list's order *and* the strength of
     its preferences. The minimiser solves ``2 L~ r = c~`` with
     ``L~ = L + Laplacian(c / (rbar_i - rbar_j)^2 on the pairs)`` and
-    ``c~_k = 2c sum_{j : {k, j} in S} 1 / (rbar_k - rbar_j)``: one sparse solve, with
-    one score pinned per connected component (then each component is shifted to
-    the mean of its initial scores, which the energy does not see). Pairs whose
-    initial scores tie carry no preference and are dropped.
+    ``c~_k = 2c sum_{j : {k, j} in S} 1 / (rbar_k - rbar_j)``: one sparse symmetric
+    solve (preconditioned conjugate gradients). The energy does not see a constant
+    shift of a connected component; each component is shifted to the mean of its
+    initial scores. Pairs whose initial scores tie carry no preference and are
+    dropped.
 
     Parameters
     ----------
@@ -62,9 +63,10 @@ class PreferenceStrengthReranker(PairwiseReranker):
     group_labels_ : ndarray of shape (n_lists,)
         The distinct ``groups`` values, in sorted order.
     solver_status_ : ndarray of shape (n_lists,)
-        "solved" for every list (a direct solve).
+        "solved", or "maximum iterations reached" (with a warning).
     n_iter_ : ndarray of shape (n_lists,)
-        0 for every list (no iterations).
+        Conjugate-gradient iterations per list (0: lists of up to 2,000 samples
+        are factorised directly).
     objective_ : ndarray of shape (n_lists,)
         The energy at the solution.
     n_features_in_ : int
@@ -102,10 +104,10 @@ class PreferenceStrengthReranker(PairwiseReranker):
         prior = self._prior(weights, normalised)
         system = prior + pair_laplacian(pairs, self.c * alpha**2, n_items)
         half_rhs = self.c * (np.bincount(high, alpha, n_items) - np.bincount(low, alpha, n_items))
-        scores = solve_laplacian_system(
-            system, half_rhs, singular_on_constants=not normalised, anchor=initial
+        scores, info = solve_graph_system(
+            system, half_rhs, start=initial, shift_to=None if normalised else initial
         )
-        objective = quadratic_form(prior, scores) + self.c * preference_strength_distance(
+        info["objective"] = quadratic_form(prior, scores) + self.c * preference_strength_distance(
             scores, initial, pairs
         )
-        return scores, {"status": "solved", "n_iter": 0, "objective": objective}
+        return scores, info
