@@ -8,11 +8,10 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.optimize import minimize
 from sklearn.base import clone
-from sklearn.datasets import load_digits
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model import LogisticRegression
 
 from skqbnorm import HingeReranker, PointwiseReranker, PreferenceStrengthReranker, RandomWalkReranker
+from skqbnorm.datasets import load_digits_reranking
 from skqbnorm.metrics import mean_average_precision
 from skqbnorm.rerankers._graph import affinity, laplacian
 
@@ -155,18 +154,8 @@ def test_small_c_gives_graph_smooth_scores(rng, cls):
 
 @pytest.fixture(scope="module")
 def digits_lists():
-    """Ten queries (one per digit class) over 400 unlabelled digits; initial scores
-    from a logistic regression trained on two labelled images per class."""
-    digits = load_digits()
-    rng = np.random.default_rng(0)
-    labelled = np.concatenate([rng.choice(np.flatnonzero(digits.target == k), 2, replace=False) for k in range(10)])
-    pool = rng.choice(np.setdiff1d(np.arange(len(digits.target)), labelled), 400, replace=False)
-    classifier = LogisticRegression(C=0.01, max_iter=2000).fit(digits.data[labelled], digits.target[labelled])
-    proba = classifier.predict_proba(digits.data[pool])
-    groups = np.repeat(np.arange(10), len(pool))
-    features = np.tile(digits.data[pool] / 16, (10, 1))
-    relevance = np.tile(digits.target[pool], 10) == groups
-    return features, proba.T.ravel(), groups, relevance
+    data = load_digits_reranking()
+    return data.features, data.initial_scores, data.groups, data.relevance
 
 
 @pytest.mark.parametrize(
@@ -174,7 +163,7 @@ def digits_lists():
     [
         HingeReranker(c=0.1, rho=5),
         HingeReranker(c=0.1, pairs="top_bottom", n_top=30, n_bottom=100),
-        HingeReranker(c=1.0, pairs="clustering", n_top=40, n_bottom=200, n_clusters=2, random_state=0),
+        HingeReranker(c=0.1, pairs="clustering", n_top=20, n_bottom=200, n_clusters=2, random_state=0),
         PreferenceStrengthReranker(c=1e-6, rho=5),
         PreferenceStrengthReranker(c=1e-6, pairs="all"),
         PointwiseReranker(c=1.0),

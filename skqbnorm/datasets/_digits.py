@@ -2,6 +2,7 @@
 
 import numpy as np
 from sklearn.datasets import load_digits
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler, normalize
 from sklearn.utils import Bunch, check_random_state
@@ -66,4 +67,59 @@ def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0,
         bank_sims=bank @ gallery.T,
         gallery_labels=digits.target[test],
         DESCR=load_digits_retrieval.__doc__.split("\n\n")[1],
+    )
+
+
+def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0):
+    """Visual reranking lists on scikit-learn's handwritten digits.
+
+    A weak "text" engine — a logistic regression trained on ``n_labelled_per_class``
+    labelled images per class — scores a pool of ``n_pool`` unlabelled images for
+    each of the ten digit classes (one query per class). Each query's list is the
+    whole pool, its initial scores the classifier's probabilities for the class,
+    its relevant items the images of that class, and the features for the visual
+    graph the images' pixels scaled to [0, 1].
+
+    Parameters
+    ----------
+    n_labelled_per_class : int, default=2
+        Labelled images per class used to train the initial scorer.
+    n_pool : int, default=400
+        Images in every query's list.
+    random_state : int, RandomState instance or None, default=0
+        Seed of the labelled set and the pool.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``features`` (10 n_pool, 64), ``initial_scores`` (10 n_pool,),
+        ``groups`` (the query class of each row), ``relevance`` (bool) and
+        ``DESCR``, lists stacked query after query.
+
+    Examples
+    --------
+    >>> from skqbnorm.datasets import load_digits_reranking
+    >>> from skqbnorm.metrics import mean_average_precision
+    >>> data = load_digits_reranking()
+    >>> data.features.shape
+    (4000, 64)
+    >>> round(mean_average_precision(data.initial_scores, data.relevance, data.groups), 3)
+    0.824
+    """
+    rng = check_random_state(random_state)
+    digits = load_digits()
+    labelled = np.concatenate([
+        rng.choice(np.flatnonzero(digits.target == k), n_labelled_per_class, replace=False)
+        for k in range(10)
+    ])
+    unlabelled = np.setdiff1d(np.arange(len(digits.target)), labelled)
+    pool = rng.choice(unlabelled, n_pool, replace=False)
+    scorer = LogisticRegression(C=0.01, max_iter=2000).fit(digits.data[labelled], digits.target[labelled])
+    groups = np.repeat(np.arange(10), n_pool)
+    return Bunch(
+        features=np.tile(digits.data[pool] / 16, (10, 1)),
+        initial_scores=scorer.predict_proba(digits.data[pool]).T.ravel(),
+        groups=groups,
+        relevance=np.tile(digits.target[pool], 10) == groups,
+        DESCR=load_digits_reranking.__doc__.split("\n\n")[1],
     )
