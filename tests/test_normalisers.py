@@ -196,3 +196,11 @@ def test_transform_is_row_independent(rng):
         full = fitted.transform(queries)
         assert_array_equal(fitted.transform(queries[17:18]), full[17:18])
         assert_array_equal(fitted.set_params(working_memory=1e-4).transform(queries), full)
+
+
+def test_probability_overflow_is_not_mistaken_for_bad_input(rng):
+    queries, bank = sims_pair(rng)
+    normaliser = InvertedSoftmax(beta=1.0, output="probability").fit(bank)
+    with pytest.warns(RuntimeWarning, match="overflow"):
+        out = normaliser.transform(queries + 1000.0)  # finite, but exp overflows
+    assert np.isposinf(out).all()

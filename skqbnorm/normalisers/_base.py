@@ -19,7 +19,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     Subclasses define ``_reducers(n_bank, n_gallery, dtype)``, which returns the
     streaming reductions fit needs, ``_learn(reducers)``, which stores their results
     as fitted attributes, and ``_normalise(sims, out)``, which writes the normalised
-    scores of a block of query similarity rows into ``out``.
+    scores of a block of query similarity rows into ``out``. A non-finite
+    similarity must leave a non-finite score (transform checks the scores, and the
+    input only when they fail).
 
     The fit rule, shared by every normaliser:
 
@@ -143,8 +145,12 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         out = np.empty_like(sims)
         step = rows_per_chunk(sims.shape[1], sims.dtype.itemsize, self.working_memory, 16)
         for rows in gen_batches(sims.shape[0], step):
-            check_finite_block(sims[rows], rows, name="X")
-            self._normalise(sims[rows], out[rows])
+            # Finite input gives finite scores (bar an overflowing probability), so the
+            # scores, still in cache, are tested first and the input only if they fail.
+            with np.errstate(invalid="ignore"):
+                self._normalise(sims[rows], out[rows])
+            if not np.isfinite(out[rows].sum()):
+                check_finite_block(sims[rows], rows, name="X")
         return out
 
     def _check_query_sims(self, X):

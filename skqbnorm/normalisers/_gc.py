@@ -72,6 +72,6 @@ class GloballyCorrected(QueryBankNormaliser):
         ranks = count_greater(self.sorted_bank_, sims)
         low = sims.min(axis=1, keepdims=True)
         spread = sims.max(axis=1, keepdims=True) - low
-        out[:] = 0
-        np.divide(sims - low, 2 * spread, out=out, where=spread > 0)
+        # A constant row has no tie to break (divide by inf); NaN/inf stay non-finite.
+        np.divide(sims - low, 2 * np.where(spread > 0, spread, np.inf), out=out)
         out -= ranks.astype(sims.dtype)
