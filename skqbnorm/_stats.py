@@ -8,6 +8,7 @@ computed block by block from bank and gallery embeddings.
 """
 
 import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.preprocessing import normalize
 
 #: Default bound, in MiB, on the temporary memory one block may take. A few MiB keeps
@@ -54,6 +55,10 @@ class ProbeMatrix:
         n_columns = self.bank.shape[1] if self.gallery_t is None else self.gallery_t.shape[1]
         return self.bank.shape[0], n_columns
 
+    def rows(self, rows):
+        """The probe matrix restricted to a range of bank rows."""
+        return ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype)
+
     def block(self, rows):
         """The block ``P[rows]`` as an in-memory array of ``self.dtype``."""
         if self.gallery_t is None:
@@ -71,7 +76,7 @@ class ProbeMatrix:
             yield rows, block
 
 
-def check_finite_block(block, rows, name="querybank"):
+def check_finite_block(block, rows, name="querybank", first_column=0):
     # The sum of a finite block is finite unless it overflows; only then (or when a
     # NaN/inf is present) is the slower elementwise test needed.
     if np.isfinite(block.sum()) or np.isfinite(block).all():
@@ -79,13 +84,38 @@ def check_finite_block(block, rows, name="querybank"):
     bad = np.argwhere(~np.isfinite(block))[0]
     raise ValueError(
         f"Input {name} contains NaN or infinity: the similarity of {name} row "
-        f"{rows.start + bad[0]} to gallery item {bad[1]} is {block[tuple(bad)]}."
+        f"{rows.start + bad[0]} to gallery item {first_column + bad[1]} is {block[tuple(bad)]}."
     )
 
 
-def reduce_bank(probe, reducers, working_memory=None):
-    """Feed every row block of ``probe`` to each reducer, then return the reducers."""
+def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
+    """Reduce the probe matrix with the reducers ``make_reducers()`` returns.
+
+    With several jobs, each reduces a contiguous range of bank rows (threads share
+    the bank; under joblib's dask backend each task receives only its rows) within
+    its share of ``working_memory``, and the partial reducers are merged in row
+    order. Results agree with a single pass up to floating-point reassociation.
+    """
+    n_rows = probe.shape[0]
+    n_parts = max(1, min(effective_n_jobs(n_jobs), n_rows))
+    if n_parts == 1:
+        return _reduce_rows(probe, make_reducers(), 0, working_memory)
+    bounds = np.linspace(0, n_rows, n_parts + 1).astype(int)
+    share = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) / n_parts
+    parts = Parallel(n_jobs=n_jobs, prefer="threads")(
+        delayed(_reduce_rows)(probe.rows(slice(start, stop)), make_reducers(), start, share)
+        for start, stop in zip(bounds[:-1], bounds[1:])
+    )
+    reducers = parts[0]
+    for part in parts[1:]:
+        for reducer, other in zip(reducers, part):
+            reducer.merge(other)
+    return reducers
+
+
+def _reduce_rows(probe, reducers, first_row, working_memory):
     for rows, block in probe.blocks(working_memory):
+        rows = slice(first_row + rows.start, first_row + rows.stop)
         for reducer in reducers:
             reducer.update(block, rows)
     return reducers
@@ -108,6 +138,11 @@ class ColumnLogSumExp:
         self.sum += scaled.sum(axis=0)
         self.max = new_max
 
+    def merge(self, other):
+        new_max = np.maximum(self.max, other.max)
+        self.sum = self.sum * np.exp(self.max - new_max) + other.sum * np.exp(other.max - new_max)
+        self.max = new_max
+
     def result(self):
         return self.max + np.log(self.sum)
 
@@ -121,13 +156,17 @@ class ColumnMoments:
         self.m2 = np.zeros(n_columns)
 
     def update(self, block, rows):
-        n = block.shape[0]
-        block_mean = block.mean(axis=0, dtype=np.float64)
-        block_m2 = ((block - block_mean.astype(block.dtype)) ** 2).sum(axis=0, dtype=np.float64)
-        total = self.count + n
-        delta = block_mean - self.mean
-        self.mean += delta * (n / total)
-        self.m2 += block_m2 + delta**2 * (self.count * n / total)
+        block_stats = ColumnMoments(block.shape[1])
+        block_stats.count = block.shape[0]
+        block_stats.mean = block.mean(axis=0, dtype=np.float64)
+        block_stats.m2 = ((block - block_stats.mean.astype(block.dtype)) ** 2).sum(axis=0, dtype=np.float64)
+        self.merge(block_stats)
+
+    def merge(self, other):
+        total = self.count + other.count
+        delta = other.mean - self.mean
+        self.mean = self.mean + delta * (other.count / total)
+        self.m2 = self.m2 + other.m2 + delta**2 * (self.count * other.count / total)
         self.count = total
 
     def variance(self):
@@ -146,8 +185,12 @@ class ColumnTopKMean:
         n = stacked.shape[0]
         self.top = stacked if n <= self.k else np.partition(stacked, n - self.k, axis=0)[n - self.k :]
 
+    def merge(self, other):
+        self.update(other.top, None)
+
     def result(self):
-        return self.top.mean(axis=0, dtype=np.float64)
+        # Sorted first, so that the mean does not depend on how the bank was split.
+        return np.sort(self.top, axis=0).mean(axis=0, dtype=np.float64)
 
 
 class RowTopKUnion:
@@ -163,19 +206,27 @@ class RowTopKUnion:
         else:
             self.mask |= top_k_mask(block, self.k).any(axis=0)
 
+    def merge(self, other):
+        self.mask |= other.mask
+
 
 class SortedColumns:
     """The whole probe matrix with every column sorted ascending (O(M N) memory)."""
 
-    def __init__(self, n_rows, n_columns, dtype):
-        self.values = np.empty((n_rows, n_columns), dtype=dtype)
+    def __init__(self, dtype):
+        self.blocks = []
 
     def update(self, block, rows):
-        self.values[rows] = block
+        self.blocks.append(block)
+
+    def merge(self, other):
+        self.blocks.extend(other.blocks)
 
     def result(self):
-        self.values.sort(axis=0)
-        return self.values
+        values = np.concatenate(self.blocks) if len(self.blocks) > 1 else self.blocks[0].copy()
+        self.blocks = []
+        values.sort(axis=0)
+        return values
 
 
 def top_k_mask(block, k):
@@ -194,11 +245,13 @@ def top_k_mask(block, k):
     return above | (at_kth & (np.cumsum(at_kth, axis=1) <= missing))
 
 
-def row_top_k_mean(block, k):
-    """Mean of the k largest entries of every row, in float64."""
-    n_columns = block.shape[1]
-    top = np.partition(block, n_columns - k, axis=1)[:, n_columns - k :]
-    return top.mean(axis=1, dtype=np.float64)
+def row_top_k(block, k, previous=None):
+    """The k largest entries of every row, ascending; ``previous`` holds earlier columns'."""
+    stacked = block if previous is None else np.concatenate([previous, block], axis=1)
+    n_columns = stacked.shape[1]
+    if n_columns > k:
+        stacked = np.partition(stacked, n_columns - k, axis=1)[:, n_columns - k :]
+    return np.sort(stacked, axis=1)
 
 
 def count_greater(sorted_columns, values):
@@ -222,3 +275,21 @@ def count_greater(sorted_columns, values):
         low = np.where(go_right, mid + 1, low)
         high = np.where(open_ & ~go_right, mid, high)
     return n_rows - low
+
+
+def merge_top_k(best, scores, first_column, k):
+    """The k best (score, index) pairs per row of ``best`` and a new column block.
+
+    ``best`` holds earlier, lower-indexed columns; ties go to the lowest gallery
+    index, so the result equals a stable sort of the whole row by decreasing score.
+    """
+    n_rows, n_columns = scores.shape
+    local_k = min(k, n_columns)
+    mask = top_k_mask(scores, local_k)
+    indices = np.nonzero(mask)[1].reshape(n_rows, local_k) + first_column
+    values = scores[mask].reshape(n_rows, local_k)
+    if best is not None:
+        values = np.concatenate([best[1], values], axis=1)
+        indices = np.concatenate([best[0], indices], axis=1)
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)

@@ -1,14 +1,22 @@
 """QueryBankNormaliser: the contract every querybank normaliser follows."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._stats import ProbeMatrix, check_finite_block, prepare_embeddings, reduce_bank, rows_per_chunk
+from .._stats import (
+    ProbeMatrix,
+    check_finite_block,
+    merge_top_k,
+    prepare_embeddings,
+    reduce_bank,
+    rows_per_chunk,
+)
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -18,10 +26,14 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     Subclasses define ``_reducers(n_bank, n_gallery, dtype)``, which returns the
     streaming reductions fit needs, ``_learn(reducers)``, which stores their results
-    as fitted attributes, and ``_normalise(sims, out)``, which writes the normalised
-    scores of a block of query similarity rows into ``out``. A non-finite
-    similarity must leave a non-finite score (transform checks the scores, and the
-    input only when they fail).
+    as fitted attributes, and ``_score(sims, columns, row_state, out)``, which
+    writes the normalised scores of a block of query rows restricted to the gallery
+    ``columns`` into ``out``. Methods whose scores depend on a whole row (the
+    top-1 of DIS, the neighbourhood of CSLS, the range of GC) also define
+    ``_row_state(sims, columns, state)``, a reduction over a row's column chunks,
+    so that :meth:`top_k` can stream the gallery. A non-finite similarity must
+    leave a non-finite score (transform checks the scores, and the input only
+    when they fail).
 
     The fit rule, shared by every normaliser:
 
@@ -36,11 +48,13 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     _parameter_constraints: dict = {
         "metric": [StrOptions({"cosine", "dot"})],
         "working_memory": [Interval(Real, 0, None, closed="neither"), None],
+        "n_jobs": [Integral, None],
     }
 
-    def __init__(self, *, metric="cosine", working_memory=None):
+    def __init__(self, *, metric="cosine", working_memory=None, n_jobs=None):
         self.metric = metric
         self.working_memory = working_memory
+        self.n_jobs = n_jobs
 
     # -- fit -----------------------------------------------------------------------
 
@@ -69,8 +83,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         probe = self._probe(X, gallery)
         n_bank, n_gallery = probe.shape
         self._check_sizes(n_bank, n_gallery)
-        reducers = self._reducers(n_bank, n_gallery, probe.dtype)
-        reduce_bank(probe, reducers, self.working_memory)
+        reducers = reduce_bank(
+            probe, lambda: self._reducers(n_bank, n_gallery, probe.dtype), self.working_memory, self.n_jobs
+        )
         self._learn(reducers)
         self.n_bank_ = n_bank
         return self
@@ -144,14 +159,93 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         sims = self._check_query_sims(X)
         out = np.empty_like(sims)
         step = rows_per_chunk(sims.shape[1], sims.dtype.itemsize, self.working_memory, 16)
-        for rows in gen_batches(sims.shape[0], step):
-            # Finite input gives finite scores (bar an overflowing probability), so the
-            # scores, still in cache, are tested first and the input only if they fail.
-            with np.errstate(invalid="ignore"):
-                self._normalise(sims[rows], out[rows])
-            if not np.isfinite(out[rows].sum()):
-                check_finite_block(sims[rows], rows, name="X")
+        batches = gen_batches(sims.shape[0], step)
+        if effective_n_jobs(self.n_jobs) == 1:
+            for rows in batches:
+                self._transform_rows(sims, out, rows)
+        else:
+            Parallel(n_jobs=self.n_jobs, prefer="threads")(
+                delayed(self._transform_rows)(sims, out, rows) for rows in batches
+            )
         return out
+
+    def _transform_rows(self, sims, out, rows):
+        block, scores = sims[rows], out[rows]
+        with np.errstate(invalid="ignore"):
+            self._score(block, slice(None), self._row_state(block, slice(None)), scores)
+        # Finite input gives finite scores (bar an overflowing probability), so the
+        # scores, still in cache, are tested first and the input only if they fail.
+        if not np.isfinite(scores.sum()):
+            check_finite_block(block, rows, name="X")
+
+    def _row_state(self, sims, columns, state=None):
+        """Reduction over a row's columns that the scores need; none by default."""
+        return None
+
+    def top_k(self, X=None, *, queries=None, k=10):
+        """The k best gallery items per query, streaming the gallery in column chunks.
+
+        Never materialises the n_queries x n_gallery score matrix: query rows are
+        taken in blocks and the gallery in column chunks within ``working_memory``,
+        keeping a running top k. Methods whose scores need a whole row (DIS, CSLS,
+        GC) first stream the row once for it. The result equals ``transform``
+        followed by a stable sort of each row: ties go to the lowest gallery index.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_gallery), default=None
+            Query similarities, e.g. an ``np.memmap`` too large for memory: it is
+            read one block at a time.
+        queries : array-like of shape (n_queries, n_dims), default=None
+            Query embeddings (embedding mode): similarities to each gallery chunk
+            are computed under the fitted metric. Pass ``X`` or ``queries``.
+        k : int, default=10
+            Number of gallery items per query, at most n_gallery.
+
+        Returns
+        -------
+        indices : ndarray of shape (n_queries, k)
+            Gallery indices, best first.
+        scores : ndarray of shape (n_queries, k)
+            Their normalised scores.
+        """
+        check_is_fitted(self)
+        n_gallery = self.n_features_in_
+        if not (isinstance(k, Integral) and 1 <= k <= n_gallery):
+            raise ValueError(f"k must be an integer in [1, {n_gallery}] (the fitted gallery size); got k={k!r}.")
+        read, n_queries, dtype = self._query_source(X, queries)
+        budget = rows_per_chunk(1, np.dtype(dtype).itemsize, self.working_memory, 4)  # elements
+        row_step = min(n_queries, 1024)
+        column_step = max(k, budget // row_step)
+        needs_row_state = type(self)._row_state is not QueryBankNormaliser._row_state
+        indices = np.empty((n_queries, k), dtype=np.intp)
+        scores = np.empty((n_queries, k), dtype=dtype)
+        for rows in gen_batches(n_queries, row_step):
+            state, best = None, None
+            if needs_row_state:
+                for columns in gen_batches(n_gallery, column_step):
+                    state = self._row_state(read(rows, columns), columns, state)
+            for columns in gen_batches(n_gallery, column_step):
+                block = read(rows, columns)
+                block_scores = np.empty_like(block)
+                with np.errstate(invalid="ignore"):
+                    self._score(block, columns, state, block_scores)
+                if not np.isfinite(block_scores.sum()):
+                    check_finite_block(block, rows, name="X", first_column=columns.start)
+                best = merge_top_k(best, block_scores, columns.start, k)
+            indices[rows], scores[rows] = best
+        return indices, scores
+
+    def _query_source(self, X, queries):
+        """A reader ``read(rows, columns)`` of query similarity blocks, n_queries, dtype."""
+        if (X is None) == (queries is None):
+            raise ValueError("Pass exactly one of X (query similarities) and queries (query embeddings).")
+        if X is not None:
+            sims = self._check_query_sims(X)
+            return (lambda rows, columns: np.asarray(sims[rows, columns])), sims.shape[0], sims.dtype
+        prepared = self._check_queries(queries)
+        gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
+        return (lambda rows, columns: prepared[rows] @ gallery[columns].T), prepared.shape[0], prepared.dtype
 
     def _check_query_sims(self, X):
         shape = getattr(X, "shape", None)
@@ -177,10 +271,15 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             Ready for :meth:`transform`.
         """
         check_is_fitted(self)
+        queries = self._check_queries(queries)
+        return queries @ self.gallery_embeddings_.T.astype(queries.dtype, copy=False)
+
+    def _check_queries(self, queries):
+        """Validated query embeddings, prepared for a dot product under ``metric``."""
         if self.gallery_embeddings_ is None:
             raise ValueError(
                 f"{type(self).__name__} was fitted on precomputed similarities, so it "
-                "holds no gallery embeddings; fit it with gallery=... to use similarities()."
+                "holds no gallery embeddings; fit it with gallery=... to use query embeddings."
             )
         queries = check_array(queries, dtype=FLOAT_DTYPES, input_name="queries")
         if queries.shape[1] != self.gallery_embeddings_.shape[1]:
@@ -188,8 +287,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 f"queries have shape {queries.shape} but the fitted gallery embeddings "
                 f"have {self.gallery_embeddings_.shape[1]} dimensions."
             )
-        queries = prepare_embeddings(queries, self.metric)
-        return queries @ self.gallery_embeddings_.T.astype(queries.dtype, copy=False)
+        return prepare_embeddings(queries, self.metric)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -25,6 +25,9 @@ class Centering(QueryBankNormaliser):
     working_memory : float, default=None
         Bound, in MiB, on the memory of one block during fit and transform;
         None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -54,5 +57,5 @@ class Centering(QueryBankNormaliser):
     def _learn(self, reducers):
         self.bank_mean_ = reducers[0].mean
 
-    def _normalise(self, sims, out):
-        np.subtract(sims, self.bank_mean_.astype(sims.dtype), out=out)
+    def _score(self, sims, columns, row_state, out):
+        np.subtract(sims, self.bank_mean_[columns].astype(sims.dtype), out=out)

@@ -5,7 +5,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from .._stats import ColumnTopKMean, row_top_k_mean
+from .._stats import ColumnTopKMean, row_top_k
 from ._base import QueryBankNormaliser
 
 
@@ -31,6 +31,9 @@ class CSLS(QueryBankNormaliser):
     working_memory : float, default=None
         Bound, in MiB, on the memory of one block during fit and transform;
         None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -62,8 +65,8 @@ class CSLS(QueryBankNormaliser):
         "k": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, k=10, *, metric="cosine", working_memory=None):
-        super().__init__(metric=metric, working_memory=working_memory)
+    def __init__(self, k=10, *, metric="cosine", working_memory=None, n_jobs=None):
+        super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
         self.k = k
 
     def _check_sizes(self, n_bank, n_gallery):
@@ -85,8 +88,12 @@ class CSLS(QueryBankNormaliser):
     def _learn(self, reducers):
         self.bank_neighbourhood_ = reducers[0].result()
 
-    def _normalise(self, sims, out):
+    def _row_state(self, sims, columns, state=None):
+        """Each row's k largest similarities so far."""
+        return row_top_k(sims, self.k, state)
+
+    def _score(self, sims, columns, row_state, out):
         dtype = sims.dtype
         np.multiply(sims, 2, out=out)
-        out -= row_top_k_mean(sims, self.k).astype(dtype)[:, None]
-        out -= self.bank_neighbourhood_.astype(dtype)
+        out -= row_state.mean(axis=1, dtype=np.float64).astype(dtype)[:, None]
+        out -= self.bank_neighbourhood_[columns].astype(dtype)

@@ -31,6 +31,9 @@ class GloballyCorrected(QueryBankNormaliser):
     working_memory : float, default=None
         Bound, in MiB, on the memory of one block during fit and transform;
         None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -63,15 +66,23 @@ class GloballyCorrected(QueryBankNormaliser):
     """
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [SortedColumns(n_bank, n_gallery, dtype)]
+        return [SortedColumns(dtype)]
 
     def _learn(self, reducers):
         self.sorted_bank_ = reducers[0].result()
 
-    def _normalise(self, sims, out):
-        ranks = count_greater(self.sorted_bank_, sims)
-        low = sims.min(axis=1, keepdims=True)
-        spread = sims.max(axis=1, keepdims=True) - low
+    def _row_state(self, sims, columns, state=None):
+        """Each row's smallest and largest similarity so far."""
+        low, high = sims.min(axis=1, keepdims=True), sims.max(axis=1, keepdims=True)
+        if state is None:
+            return low, high
+        return np.minimum(low, state[0]), np.maximum(high, state[1])
+
+    def _score(self, sims, columns, row_state, out):
+        sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
+        ranks = count_greater(np.ascontiguousarray(sorted_bank), sims)
+        low, high = row_state
+        spread = high - low
         # A constant row has no tie to break (divide by inf); NaN/inf stay non-finite.
         np.divide(sims - low, 2 * np.where(spread > 0, spread, np.inf), out=out)
         out -= ranks.astype(sims.dtype)

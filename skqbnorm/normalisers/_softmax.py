@@ -38,6 +38,9 @@ class InvertedSoftmax(QueryBankNormaliser):
     working_memory : float, default=None
         Bound, in MiB, on the memory of one block of bank rows during fit and of
         query rows during transform; None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -74,8 +77,8 @@ class InvertedSoftmax(QueryBankNormaliser):
         "output": [StrOptions({"log", "probability"})],
     }
 
-    def __init__(self, beta=20.0, *, output="log", metric="cosine", working_memory=None):
-        super().__init__(metric=metric, working_memory=working_memory)
+    def __init__(self, beta=20.0, *, output="log", metric="cosine", working_memory=None, n_jobs=None):
+        super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
         self.beta = beta
         self.output = output
 
@@ -85,9 +88,9 @@ class InvertedSoftmax(QueryBankNormaliser):
     def _learn(self, reducers):
         self.log_normaliser_ = reducers[0].result()
 
-    def _normalise(self, sims, out):
+    def _score(self, sims, columns, row_state, out):
         np.multiply(sims, sims.dtype.type(self.beta), out=out)
-        out -= self.log_normaliser_.astype(sims.dtype)
+        out -= self.log_normaliser_[columns].astype(sims.dtype)
         if self.output == "probability":
             np.exp(out, out=out)
 
@@ -122,6 +125,9 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     working_memory : float, default=None
         Bound, in MiB, on the memory of one block during fit and transform;
         None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -160,8 +166,9 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         "k": [Interval(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, beta=20.0, k=1, *, output="log", metric="cosine", working_memory=None):
-        super().__init__(beta, output=output, metric=metric, working_memory=working_memory)
+    def __init__(self, beta=20.0, k=1, *, output="log", metric="cosine", working_memory=None,
+                 n_jobs=None):
+        super().__init__(beta, output=output, metric=metric, working_memory=working_memory, n_jobs=n_jobs)
         self.k = k
 
     def _check_sizes(self, n_bank, n_gallery):
@@ -179,13 +186,23 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         self.log_normaliser_ = reducers[0].result()
         self.activated_ = reducers[1].mask
 
-    def _normalise(self, sims, out):
-        gated = self.activated_[sims.argmax(axis=1)]
+    def _row_state(self, sims, columns, state=None):
+        """Each row's top-1 so far: (value, gallery index); ties keep the lowest index."""
+        local = sims.argmax(axis=1)
+        value = sims[np.arange(len(sims)), local]
+        index = local + (columns.start or 0)
+        if state is None:
+            return value, index
+        better = value > state[0]
+        return np.where(better, value, state[0]), np.where(better, index, state[1])
+
+    def _score(self, sims, columns, row_state, out):
+        gated = self.activated_[row_state[1]]
         if gated.all():
-            super()._normalise(sims, out)
+            super()._score(sims, columns, row_state, out)
             return
         out[...] = sims
         if gated.any():
             normalised = np.empty_like(sims[gated])
-            super()._normalise(sims[gated], normalised)
+            super()._score(sims[gated], columns, row_state, normalised)
             out[gated] = normalised

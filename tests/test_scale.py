@@ -1,0 +1,103 @@
+"""Chunk sizes, thread counts and streamed top-k search give the same answers."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+
+from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+
+NORMALISERS = [
+    InvertedSoftmax(beta=5.0),
+    InvertedSoftmax(beta=5.0, output="probability"),
+    DynamicInvertedSoftmax(beta=5.0, k=2),
+    CSLS(k=4),
+    GloballyCorrected(),
+    Centering(),
+]
+
+
+@pytest.fixture
+def sims(rng):
+    bank = rng.normal(size=(257, 61))
+    bank[:, :4] += 1.0  # hubs, so that DIS gates some rows and not others
+    queries = rng.normal(size=(83, 61))
+    return queries, bank
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_chunk_size_and_n_jobs_do_not_change_results(sims, estimator, dtype):
+    queries, bank = (a.astype(dtype) for a in sims)
+    reference = clone(estimator).fit(bank)
+    expected = reference.transform(queries)
+    rtol = 1e-12 if dtype == np.float64 else 1e-5
+    for working_memory in (1e-4, 0.01, 64):
+        for n_jobs in (1, 2, 3):
+            fitted = clone(estimator).set_params(working_memory=working_memory, n_jobs=n_jobs).fit(bank)
+            for name in ("log_normaliser_", "bank_neighbourhood_", "bank_mean_"):
+                if hasattr(reference, name):
+                    assert_allclose(getattr(fitted, name), getattr(reference, name), rtol=rtol)
+            for name in ("activated_", "sorted_bank_"):  # exact, whatever the split
+                if hasattr(reference, name):
+                    assert_array_equal(getattr(fitted, name), getattr(reference, name))
+            out = fitted.transform(queries)
+            assert_allclose(out, expected, rtol=rtol, atol=rtol)
+            assert_array_equal(np.argsort(-out, axis=1, kind="stable")[:, :5],
+                               np.argsort(-expected, axis=1, kind="stable")[:, :5])
+
+
+def full_top_k(scores, k):
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(scores, order, axis=1)
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("k", [1, 7, 61])
+def test_top_k_equals_full_transform_then_sort(sims, estimator, k):
+    queries, bank = sims
+    for working_memory in (1e-4, 0.02, None):  # one to many gallery chunks
+        fitted = clone(estimator).set_params(working_memory=working_memory).fit(bank)
+        indices, scores = fitted.top_k(queries, k=k)
+        expected_indices, expected_scores = full_top_k(fitted.transform(queries), k)
+        assert_array_equal(indices, expected_indices)
+        assert_allclose(scores, expected_scores, rtol=1e-12)
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_top_k_with_ties_takes_lowest_indices(rng, estimator):
+    bank = rng.integers(0, 3, size=(40, 30)).astype(float)
+    queries = rng.integers(0, 3, size=(25, 30)).astype(float)  # many tied scores
+    fitted = clone(estimator).set_params(working_memory=2e-4).fit(bank)
+    indices, scores = fitted.top_k(queries, k=6)
+    expected_indices, expected_scores = full_top_k(fitted.transform(queries), 6)
+    assert_array_equal(indices, expected_indices)
+    assert_allclose(scores, expected_scores)
+
+
+def test_top_k_from_embeddings_and_from_a_memmap(rng, tmp_path):
+    bank_emb, gallery_emb, query_emb = rng.normal(size=(90, 12)), rng.normal(size=(70, 12)), rng.normal(size=(33, 12))
+    dis = DynamicInvertedSoftmax(beta=8.0, working_memory=1e-3).fit(bank_emb, gallery=gallery_emb)
+    expected = full_top_k(dis.transform(dis.similarities(query_emb)), 5)
+    indices, scores = dis.top_k(queries=query_emb, k=5)
+    assert_array_equal(indices, expected[0])
+    assert_allclose(scores, expected[1], rtol=1e-10)
+    path = tmp_path / "query_sims.npy"
+    np.save(path, dis.similarities(query_emb))
+    indices, _ = dis.top_k(np.load(path, mmap_mode="r"), k=5)
+    assert_array_equal(indices, expected[0])
+
+
+def test_top_k_errors(sims):
+    queries, bank = sims
+    fitted = InvertedSoftmax().fit(bank)
+    with pytest.raises(ValueError, match=r"k must be an integer in \[1, 61\]"):
+        fitted.top_k(queries, k=62)
+    with pytest.raises(ValueError, match="exactly one of X"):
+        fitted.top_k(queries, queries=queries)
+    with pytest.raises(ValueError, match="fitted on precomputed similarities"):
+        fitted.top_k(queries=queries)
+    broken = queries.copy()
+    broken[5, 40] = np.nan
+    with pytest.raises(ValueError, match="X row 5 to gallery item 40"):
+        fitted.set_params(working_memory=1e-3).top_k(broken, k=3)
