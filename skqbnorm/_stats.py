@@ -66,12 +66,13 @@ class ProbeMatrix:
         queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
         return queries @ self.gallery_t
 
-    def blocks(self, working_memory=None, n_buffers=3):
+    def blocks(self, working_memory=None, n_buffers=3, first_row=0):
+        """Row blocks within the memory budget, with their rows numbered from ``first_row``."""
         n_rows, n_columns = self.shape
         step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
         for start in range(0, n_rows, step):
-            rows = slice(start, min(start + step, n_rows))
-            block = self.block(rows)
+            block = self.block(slice(start, min(start + step, n_rows)))
+            rows = slice(first_row + start, first_row + start + len(block))
             check_finite_block(block, rows)
             yield rows, block
 
@@ -114,8 +115,7 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
 
 
 def _reduce_rows(probe, reducers, first_row, working_memory):
-    for rows, block in probe.blocks(working_memory):
-        rows = slice(first_row + rows.start, first_row + rows.stop)
+    for rows, block in probe.blocks(working_memory, first_row=first_row):
         for reducer in reducers:
             reducer.update(block, rows)
     return reducers

@@ -9,6 +9,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .._dask import is_dask_array, reduce_dask_bank, transform_dask
 from .._stats import (
     ProbeMatrix,
     check_finite_block,
@@ -80,12 +81,15 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """
         self._validate_params()
         self._check_target(y)
-        probe = self._probe(X, gallery)
-        n_bank, n_gallery = probe.shape
-        self._check_sizes(n_bank, n_gallery)
-        reducers = reduce_bank(
-            probe, lambda: self._reducers(n_bank, n_gallery, probe.dtype), self.working_memory, self.n_jobs
-        )
+        if is_dask_array(X):
+            reducers, n_bank = self._reduce_dask(X, gallery)
+        else:
+            probe = self._probe(X, gallery)
+            n_bank, n_gallery = probe.shape
+            self._check_sizes(n_bank, n_gallery)
+            reducers = reduce_bank(
+                probe, lambda: self._reducers(n_bank, n_gallery, probe.dtype), self.working_memory, self.n_jobs
+            )
         self._learn(reducers)
         self.n_bank_ = n_bank
         return self
@@ -135,6 +139,34 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             del self.feature_names_in_
         return ProbeMatrix(bank, self.gallery_embeddings_.T, self.metric, dtype)
 
+    def _reduce_dask(self, bank, gallery):
+        """Fit statistics of a dask querybank, computed blockwise."""
+        gallery_t = None
+        if gallery is not None:
+            gallery = check_array(gallery, dtype=FLOAT_DTYPES, input_name="gallery")
+            if bank.ndim != 2 or bank.shape[1] != gallery.shape[1]:
+                raise ValueError(
+                    "The querybank and gallery embeddings must have the same dimension: "
+                    f"querybank has shape {bank.shape}, gallery has shape {gallery.shape}."
+                )
+            self.gallery_embeddings_ = prepare_embeddings(gallery, self.metric)
+            gallery_t = self.gallery_embeddings_.T
+        else:
+            self.gallery_embeddings_ = None
+        n_bank = bank.shape[0]
+        n_gallery = bank.shape[1] if gallery is None else gallery.shape[0]
+        if n_bank == 0:
+            raise ValueError(f"Found array with 0 sample(s) (shape={bank.shape}) while a minimum of 1 is required.")
+        self._check_sizes(n_bank, n_gallery)
+        self.n_features_in_ = n_gallery
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        dtype = np.float64 if bank.dtype != np.float32 else np.float32
+        reducers = reduce_dask_bank(
+            bank, gallery_t, self.metric, lambda: self._reducers(n_bank, n_gallery, dtype), self.working_memory
+        )
+        return reducers, n_bank
+
     def _check_sizes(self, n_bank, n_gallery):
         """Hook for subclasses whose parameters bound the bank or gallery size."""
 
@@ -156,31 +188,44 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             stays float32). Only each row's ranking is meaningful across methods.
         """
         check_is_fitted(self)
+        if is_dask_array(X):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has shape {X.shape}, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input (one per fitted gallery item)."
+                )
+            return transform_dask(self, X, self._needs_whole_rows())
         sims = self._check_query_sims(X)
         out = np.empty_like(sims)
         step = rows_per_chunk(sims.shape[1], sims.dtype.itemsize, self.working_memory, 16)
-        batches = gen_batches(sims.shape[0], step)
+        batches = list(gen_batches(sims.shape[0], step))
         if effective_n_jobs(self.n_jobs) == 1:
             for rows in batches:
-                self._transform_rows(sims, out, rows)
-        else:
-            Parallel(n_jobs=self.n_jobs, prefer="threads")(
-                delayed(self._transform_rows)(sims, out, rows) for rows in batches
+                self._transform_rows(sims[rows], out[rows], rows)
+        else:  # each task returns its block, so that process-based backends work too
+            blocks = Parallel(n_jobs=self.n_jobs, prefer="threads")(
+                delayed(self._transform_rows)(sims[rows], None, rows) for rows in batches
             )
+            for rows, block in zip(batches, blocks):
+                out[rows] = block
         return out
 
-    def _transform_rows(self, sims, out, rows):
-        block, scores = sims[rows], out[rows]
+    def _transform_rows(self, block, scores, rows):
+        scores = np.empty_like(block) if scores is None else scores
         with np.errstate(invalid="ignore"):
             self._score(block, slice(None), self._row_state(block, slice(None)), scores)
         # Finite input gives finite scores (bar an overflowing probability), so the
         # scores, still in cache, are tested first and the input only if they fail.
         if not np.isfinite(scores.sum()):
             check_finite_block(block, rows, name="X")
+        return scores
 
     def _row_state(self, sims, columns, state=None):
         """Reduction over a row's columns that the scores need; none by default."""
         return None
+
+    def _needs_whole_rows(self):
+        return type(self)._row_state is not QueryBankNormaliser._row_state
 
     def top_k(self, X=None, *, queries=None, k=10):
         """The k best gallery items per query, streaming the gallery in column chunks.
@@ -217,7 +262,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         budget = rows_per_chunk(1, np.dtype(dtype).itemsize, self.working_memory, 4)  # elements
         row_step = min(n_queries, 1024)
         column_step = max(k, budget // row_step)
-        needs_row_state = type(self)._row_state is not QueryBankNormaliser._row_state
+        needs_row_state = self._needs_whole_rows()
         indices = np.empty((n_queries, k), dtype=np.intp)
         scores = np.empty((n_queries, k), dtype=dtype)
         for rows in gen_batches(n_queries, row_step):

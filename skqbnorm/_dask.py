@@ -1,0 +1,71 @@
+"""Dask arrays in and out: blockwise fit statistics and lazy transforms.
+
+Dask is an optional dependency (``pip install skqbnorm[dask]``): nothing here
+imports it unless a dask array is passed.
+"""
+
+import numpy as np
+
+from ._stats import ProbeMatrix, _reduce_rows, check_finite_block
+
+
+def is_dask_array(array):
+    return type(array).__module__.split(".")[0] == "dask" and hasattr(array, "to_delayed")
+
+
+def as_float(array):
+    """A dask array of a float dtype (float32 kept, anything else as float64)."""
+    if array.ndim != 2:
+        raise ValueError(f"Expected a 2D dask array, got {array.ndim}D with shape {array.shape}.")
+    if not np.issubdtype(array.dtype, np.number):
+        raise ValueError(f"Expected a numeric dask array, got dtype {array.dtype}.")
+    return array if array.dtype in (np.float32, np.float64) else array.astype(np.float64)
+
+
+def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
+    """Fit reductions over a dask bank: one task per block of rows, merged as a tree.
+
+    The bank is rechunked to whole rows (a row's top-k needs every gallery item),
+    so each task holds one row block; the partial reducers are merged pairwise.
+    """
+    import dask
+
+    bank = as_float(bank).rechunk({1: -1})
+    offsets = np.cumsum((0,) + bank.chunks[0][:-1])
+    parts = [
+        dask.delayed(_reduce_block)(block, gallery_t, metric, make_reducers, int(offset), working_memory)
+        for block, offset in zip(bank.to_delayed().ravel(), offsets)
+    ]
+    while len(parts) > 1:
+        parts = [dask.delayed(_merge)(*parts[i : i + 2]) for i in range(0, len(parts), 2)]
+    return parts[0].compute()
+
+
+def _reduce_block(block, gallery_t, metric, make_reducers, first_row, working_memory):
+    probe = ProbeMatrix(block, gallery_t, metric, block.dtype)
+    return _reduce_rows(probe, make_reducers(), first_row, working_memory)
+
+
+def _merge(reducers, others=None):
+    if others is not None:
+        for reducer, other in zip(reducers, others):
+            reducer.merge(other)
+    return reducers
+
+
+def transform_dask(normaliser, sims, needs_whole_rows):
+    """A lazy transform of a dask array, chunked like its input."""
+    sims = as_float(sims)
+    whole = sims.rechunk({1: -1}) if needs_whole_rows and sims.numblocks[1] > 1 else sims
+    scores = whole.map_blocks(_score_block, normaliser, dtype=sims.dtype)
+    return scores.rechunk(sims.chunks) if whole is not sims else scores
+
+
+def _score_block(block, normaliser, block_info=None):
+    rows, columns = (slice(*location) for location in block_info[0]["array-location"])
+    out = np.empty_like(block)
+    with np.errstate(invalid="ignore"):
+        normaliser._score(block, columns, normaliser._row_state(block, columns), out)
+    if not np.isfinite(out.sum()):
+        check_finite_block(block, rows, name="X", first_column=columns.start)
+    return out

@@ -1,0 +1,77 @@
+"""Dask arrays in and out, on a dask.distributed LocalCluster, and joblib's dask backend."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("dask.distributed")
+
+from joblib import parallel_config  # noqa: E402
+
+from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax  # noqa: E402
+
+NORMALISERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            yield client
+
+
+@pytest.fixture
+def data(rng):
+    bank = rng.normal(size=(400, 50)).astype(np.float32)
+    bank[:, :3] += 1.0
+    return rng.normal(size=(90, 50)).astype(np.float32), bank
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_dask_fit_and_lazy_transform_match_numpy(client, data, estimator):
+    queries, bank = data
+    reference = clone(estimator).fit(bank)
+    fitted = clone(estimator).fit(da.from_array(bank, chunks=(64, 20)))
+    assert fitted.n_features_in_ == 50 and fitted.n_bank_ == 400
+    lazy = fitted.transform(da.from_array(queries, chunks=(32, 16)))
+    assert isinstance(lazy, da.Array)
+    assert lazy.chunks == ((32, 32, 26), (16, 16, 16, 2)) and lazy.dtype == np.float32
+    out = lazy.compute()
+    assert out.dtype == np.float32
+    assert_allclose(out, reference.transform(queries), rtol=1e-5, atol=1e-5)
+    assert_array_equal(out.argmax(axis=1), reference.transform(queries).argmax(axis=1))
+
+
+def test_dask_embedding_mode(client, rng):
+    bank, gallery, queries = rng.normal(size=(300, 8)), rng.normal(size=(40, 8)), rng.normal(size=(20, 8))
+    reference = DynamicInvertedSoftmax().fit(bank, gallery=gallery)
+    fitted = DynamicInvertedSoftmax().fit(da.from_array(bank, chunks=(70, 8)), gallery=gallery)
+    assert_array_equal(fitted.activated_, reference.activated_)
+    assert_allclose(fitted.log_normaliser_, reference.log_normaliser_, rtol=1e-12)
+    sims = reference.similarities(queries)
+    assert_allclose(fitted.transform(sims), reference.transform(sims))
+
+
+def test_dask_bad_input_raises_at_compute(client, data):
+    queries, bank = data
+    broken = bank.copy()
+    broken[123, 7] = np.nan
+    with pytest.raises(ValueError, match="querybank row 123 to gallery item 7"):
+        InvertedSoftmax().fit(da.from_array(broken, chunks=(50, 50)))
+    fitted = InvertedSoftmax().fit(bank)
+    with pytest.raises(ValueError, match=r"X has shape \(90, 49\)"):
+        fitted.transform(da.from_array(queries[:, :49]))
+    with pytest.raises(ValueError, match="k=3 is larger than the querybank"):
+        CSLS(k=3).fit(da.from_array(bank[:2]))
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
+    queries, bank = data
+    reference = clone(estimator).fit(bank)
+    with parallel_config(backend="dask"):
+        fitted = clone(estimator).set_params(n_jobs=3, working_memory=0.01).fit(bank)
+        out = fitted.transform(queries)
+    assert_allclose(out, reference.transform(queries), rtol=1e-5, atol=1e-5)
