@@ -1,0 +1,175 @@
+"""The scale benchmark: one table of ratios, each against a baseline measured in this run.
+
+a. fit of IS and DIS on precomputed float32 similarities (M = N = 10,000) against a
+   plain implementation of the published reference algorithm (a full argsort of
+   the bank matrix for the activation set, exp of the full matrices, a Python-level
+   membership test), with identical rankings required (target: >= 10x faster);
+b. fit from embeddings (M = 50,000, N = 20,000, d = 512) against the bare matrix
+   product bank @ gallery.T (target: <= 1.3x);
+c. transform of 5,000 queries against one np.subtract(S, v) pass (target: <= 2x);
+d. peak extra memory of fit over a 4 GB memory-mapped similarity file, traced by
+   tracemalloc (target: <= 512 MB);
+e. GC transform against IS transform, and top-k search (k = 10, streaming the
+   gallery) against a full transform followed by np.argpartition.
+
+Run: python benchmarks/run.py            (the sizes above; a few minutes on 2 cores)
+     python benchmarks/run.py --scale 0.05  (a quick smoke run)
+"""
+
+import argparse
+import platform
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_info
+
+from skqbnorm import DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+
+
+def seconds(func, repeat=3):
+    best = np.inf
+    for _ in range(repeat):
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def peak_mib(func):
+    tracemalloc.start()
+    func()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+class ReferenceDIS:
+    """The published algorithm as plainly written: dense exp, full argsort, a Python loop."""
+
+    def __init__(self, beta=20.0, k=1):
+        self.beta, self.k = beta, k
+
+    def fit(self, bank_sims):
+        ranked = np.argsort(-bank_sims, axis=1)[:, : self.k]
+        self.activated = list(np.unique(ranked))
+        self.denominator = np.exp(self.beta * bank_sims).sum(axis=0)
+        return self
+
+    def transform(self, sims, dynamic=True):
+        normalised = np.exp(self.beta * sims) / self.denominator
+        out = sims.copy()
+        for q in range(len(sims)):
+            if not dynamic or np.argmax(sims[q]) in self.activated:
+                out[q] = normalised[q]
+        return out
+
+
+def similarity_matrix(n_rows, n_columns, rng, scale=0.1):
+    sims = rng.standard_normal((n_rows, n_columns), dtype=np.float32)
+    sims *= scale
+    sims[:, : max(1, n_columns // 100)] += 2 * scale  # a few hubs
+    return sims
+
+
+def rows_equal_rankings(a, b, k=10):
+    return bool(np.array_equal(np.argsort(-a, axis=1, kind="stable")[:, :k], np.argsort(-b, axis=1, kind="stable")[:, :k]))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size by this")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    def size(n):
+        return max(20, int(n * args.scale))
+
+    rng = np.random.default_rng(0)
+    rows = []
+
+    # a. fit against the reference algorithm, M = N = 10,000
+    bank = similarity_matrix(size(10_000), size(10_000), rng)
+    queries = similarity_matrix(size(1_000), size(10_000), rng)
+    for name, ours, dynamic in (("IS", InvertedSoftmax(), False), ("DIS", DynamicInvertedSoftmax(), True)):
+        reference = ReferenceDIS()
+        reference_fit = seconds(lambda: reference.fit(bank), 1)
+        our_fit = seconds(lambda: ours.fit(bank), args.repeat)
+        same = rows_equal_rankings(ours.transform(queries), reference.transform(queries, dynamic))
+        rows.append((f"a. {name} fit, {bank.shape} float32", our_fit, "reference algorithm", reference_fit,
+                     reference_fit / our_fit, ">= 10x faster", reference_fit / our_fit >= 10 and same,
+                     f"rankings identical: {same}"))
+
+    # b. fit from embeddings against the bare matrix product
+    bank_emb = rng.standard_normal((size(50_000), 512), dtype=np.float32)
+    gallery_emb = rng.standard_normal((size(20_000), 512), dtype=np.float32)
+    product = seconds(lambda: bank_emb @ gallery_emb.T, args.repeat)
+    dis = DynamicInvertedSoftmax(metric="dot")
+    embed_fit = seconds(lambda: dis.fit(bank_emb, gallery=gallery_emb), args.repeat)
+    rows.append((f"b. DIS fit from embeddings, M={len(bank_emb)}, N={len(gallery_emb)}, d=512", embed_fit,
+                 "bank @ gallery.T", product, embed_fit / product, "<= 1.3x", embed_fit / product <= 1.3, ""))
+    del bank_emb, gallery_emb
+
+    # c. transform against one subtract pass
+    bank = similarity_matrix(size(5_000), size(20_000), rng)
+    queries = similarity_matrix(size(5_000), size(20_000), rng)
+    offsets = rng.standard_normal(queries.shape[1]).astype(np.float32)
+    subtract = seconds(lambda: np.subtract(queries, offsets), args.repeat)
+    for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
+        normaliser.fit(bank)
+        transform = seconds(lambda: normaliser.transform(queries), args.repeat)
+        rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)", subtract,
+                     transform / subtract, "<= 2x", transform / subtract <= 2, ""))
+
+    # d. peak memory of fit over a 4 GB memory-mapped file
+    n_bank, n_gallery = size(50_000), size(20_000)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bank.npy"
+        on_disk = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_bank, n_gallery))
+        for start in range(0, n_bank, 2_000):
+            on_disk[start : start + 2_000] = similarity_matrix(min(2_000, n_bank - start), n_gallery, rng)
+        on_disk.flush()
+        del on_disk
+        mapped = np.load(path, mmap_mode="r")
+        gib = mapped.nbytes / 2**30
+        for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
+            memory = peak_mib(lambda: normaliser.fit(mapped))
+            rows.append((f"d. {name} fit over a {gib:.1f} GiB memmap", memory, "(MiB, traced)", 512.0,
+                         memory / 512, "<= 512 MiB", memory <= 512, "peak extra memory"))
+        del mapped
+
+    # e. GC against IS, top-k against full transform + argpartition
+    bank = similarity_matrix(size(2_000), size(20_000), rng)
+    queries = similarity_matrix(size(1_000), size(20_000), rng)
+    is_ = InvertedSoftmax().fit(bank)
+    gc = GloballyCorrected().fit(bank)
+    is_time = seconds(lambda: is_.transform(queries), args.repeat)
+    gc_time = seconds(lambda: gc.transform(queries), args.repeat)
+    rows.append((f"e. GC transform, bank {bank.shape}, {len(queries)} queries", gc_time, "IS transform",
+                 is_time, gc_time / is_time, "(O(N log M) vs O(N))", None, ""))
+    dis = DynamicInvertedSoftmax().fit(bank)
+
+    def full_then_partition():
+        scores = dis.transform(queries)
+        return np.argpartition(-scores, 10, axis=1)[:, :10]
+
+    full = seconds(full_then_partition, args.repeat)
+    streamed = seconds(lambda: dis.top_k(queries, k=10), args.repeat)
+    same = set(map(tuple, np.sort(dis.top_k(queries, k=10)[0], axis=1))) == set(
+        map(tuple, np.sort(full_then_partition(), axis=1)))
+    rows.append(("e. DIS top-10 search (streamed gallery)", streamed, "transform + argpartition", full,
+                 streamed / full, "(no n x N matrix)", None, f"same top-10 sets: {same}"))
+
+    blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version') or ''}".strip() for i in threadpool_info()}))
+    print(f"machine: {platform.machine()}, {platform.processor() or platform.platform()}; "
+          f"numpy {np.__version__}; {blas}")
+    print(f"{'measurement':<58}{'ours':>10}  {'baseline':<26}{'base':>9}{'ratio':>8}  {'target':<22}{'met':<5}")
+    for name, ours, baseline_name, baseline, ratio, target, met, note in rows:
+        verdict = "" if met is None else ("yes" if met else "NO")
+        print(f"{name:<58}{ours:>10.3f}  {baseline_name:<26}{baseline:>9.3f}{ratio:>8.2f}  {target:<22}{verdict:<5}{note}")
+
+
+if __name__ == "__main__":
+    main()
