@@ -6,7 +6,7 @@ imports it unless a dask array is passed.
 
 import numpy as np
 
-from ._stats import ProbeMatrix, _reduce_rows, check_finite_block
+from ._stats import ProbeMatrix, _reduce_rows, all_finite, check_finite_block
 
 
 def is_dask_array(array):
@@ -66,6 +66,6 @@ def _score_block(block, normaliser, block_info=None):
     out = np.empty_like(block)
     with np.errstate(invalid="ignore"):
         normaliser._score(block, columns, normaliser._row_state(block, columns), out)
-    if not np.isfinite(out.sum()):
+    if not all_finite(out):
         check_finite_block(block, rows, name="X", first_column=columns.start)
     return out

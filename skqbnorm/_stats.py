@@ -7,13 +7,19 @@ block to a few *reducers* that keep only O(N) state (GC's sorted columns excepte
 computed block by block from bank and gallery embeddings.
 """
 
+import os
+
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.preprocessing import normalize
+from threadpoolctl import threadpool_limits
 
 #: Default bound, in MiB, on the temporary memory one block may take. A few MiB keeps
 #: blocks cache-friendly and avoids page-fault costs on large fresh allocations.
 DEFAULT_WORKING_MEMORY = 16
+
+#: Bank rows per matrix product in embedding mode (see ``ProbeMatrix.blocks``).
+MIN_PRODUCT_ROWS = 1024
 
 
 def rows_per_chunk(n_columns, itemsize, working_memory=None, n_buffers=2):
@@ -67,20 +73,36 @@ class ProbeMatrix:
         return queries @ self.gallery_t
 
     def blocks(self, working_memory=None, n_buffers=3, first_row=0):
-        """Row blocks within the memory budget, with their rows numbered from ``first_row``."""
+        """Row blocks within the memory budget, with their rows numbered from ``first_row``.
+
+        In embedding mode the similarities are computed in products of at least
+        ``MIN_PRODUCT_ROWS`` bank rows (smaller ones waste the matrix product's
+        packing of the gallery), then handed on in budget-sized slices.
+        """
         n_rows, n_columns = self.shape
         step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
-        for start in range(0, n_rows, step):
-            block = self.block(slice(start, min(start + step, n_rows)))
-            rows = slice(first_row + start, first_row + start + len(block))
-            check_finite_block(block, rows)
-            yield rows, block
+        product_step = step if self.gallery_t is None else max(step, MIN_PRODUCT_ROWS)
+        for start in range(0, n_rows, product_step):
+            product = self.block(slice(start, min(start + product_step, n_rows)))
+            for offset in range(0, len(product), step):
+                block = product[offset : offset + step]
+                rows = slice(first_row + start + offset, first_row + start + offset + len(block))
+                check_finite_block(block, rows)
+                yield rows, block
+
+
+def all_finite(block):
+    """Whether every entry is finite.
+
+    The sum of squares (one BLAS dot product, faster than a sum) is finite unless
+    an entry is NaN or infinite or the squares overflow; only then is the slower
+    elementwise test needed.
+    """
+    return bool(np.isfinite(np.vdot(block, block)) or np.isfinite(block).all())
 
 
 def check_finite_block(block, rows, name="querybank", first_column=0):
-    # The sum of a finite block is finite unless it overflows; only then (or when a
-    # NaN/inf is present) is the slower elementwise test needed.
-    if np.isfinite(block.sum()) or np.isfinite(block).all():
+    if all_finite(block):
         return
     bad = np.argwhere(~np.isfinite(block))[0]
     raise ValueError(
@@ -103,10 +125,13 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
         return _reduce_rows(probe, make_reducers(), 0, working_memory)
     bounds = np.linspace(0, n_rows, n_parts + 1).astype(int)
     share = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) / n_parts
-    parts = Parallel(n_jobs=n_jobs, prefer="threads")(
-        delayed(_reduce_rows)(probe.rows(slice(start, stop)), make_reducers(), start, share)
-        for start, stop in zip(bounds[:-1], bounds[1:])
-    )
+    # The jobs share the cores: BLAS (the embedding products) must not spawn its own
+    # threads on top, or both oversubscribe.
+    with threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas"):
+        parts = Parallel(n_jobs=n_jobs, prefer="threads")(
+            delayed(_reduce_rows)(probe.rows(slice(start, stop)), make_reducers(), start, share)
+            for start, stop in zip(bounds[:-1], bounds[1:])
+        )
     reducers = parts[0]
     for part in parts[1:]:
         for reducer, other in zip(reducers, part):

@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .._dask import is_dask_array, reduce_dask_bank, transform_dask
 from .._stats import (
     ProbeMatrix,
+    all_finite,
     check_finite_block,
     merge_top_k,
     prepare_embeddings,
@@ -216,7 +217,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             self._score(block, slice(None), self._row_state(block, slice(None)), scores)
         # Finite input gives finite scores (bar an overflowing probability), so the
         # scores, still in cache, are tested first and the input only if they fail.
-        if not np.isfinite(scores.sum()):
+        if not all_finite(scores):
             check_finite_block(block, rows, name="X")
         return scores
 
@@ -275,7 +276,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 block_scores = np.empty_like(block)
                 with np.errstate(invalid="ignore"):
                     self._score(block, columns, state, block_scores)
-                if not np.isfinite(block_scores.sum()):
+                if not all_finite(block_scores):
                     check_finite_block(block, rows, name="X", first_column=columns.start)
                 best = merge_top_k(best, block_scores, columns.start, k)
             indices[rows], scores[rows] = best

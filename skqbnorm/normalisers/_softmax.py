@@ -198,8 +198,13 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
 
     def _score(self, sims, columns, row_state, out):
         gated = self.activated_[row_state[1]]
-        if gated.all():
+        # Normalise all rows and restore the raw ones, or the reverse: whichever
+        # moves fewer rows through a copy.
+        if gated.mean() >= 0.5:
             super()._score(sims, columns, row_state, out)
+            raw = ~gated
+            if raw.any():
+                out[raw] = sims[raw]
             return
         out[...] = sims
         if gated.any():
