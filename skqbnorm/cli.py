@@ -47,7 +47,7 @@ def evaluate(query_sims, gt, bank_sims, methods, beta=20.0, k=None, bank_name=No
         scores = query_sims if normaliser is None else normaliser.fit(bank_sims).transform(query_sims)
         row = {"bank": bank_name, "method": describe(method, normaliser)} if bank_name else {"method": describe(method, normaliser)}
         row.update(retrieval_metrics(scores, gt))
-        row["skewness"] = hubness(scores, k=10)["skewness"]
+        row["skewness"] = hubness(scores, k=min(10, scores.shape[1]))["skewness"]
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
         if progress:
