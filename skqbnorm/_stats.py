@@ -18,8 +18,10 @@ from threadpoolctl import threadpool_limits
 #: blocks cache-friendly and avoids page-fault costs on large fresh allocations.
 DEFAULT_WORKING_MEMORY = 16
 
-#: Bank rows per matrix product in embedding mode (see ``ProbeMatrix.blocks``).
-MIN_PRODUCT_ROWS = 1024
+#: Bank rows per matrix product in embedding mode, and the memory those products may
+#: take whatever ``working_memory`` says (see ``ProbeMatrix.blocks``).
+MIN_PRODUCT_ROWS = 2048
+PRODUCT_MEMORY = 256
 
 
 def rows_per_chunk(n_columns, itemsize, working_memory=None, n_buffers=2):
@@ -75,13 +77,17 @@ class ProbeMatrix:
     def blocks(self, working_memory=None, n_buffers=3, first_row=0):
         """Row blocks within the memory budget, with their rows numbered from ``first_row``.
 
-        In embedding mode the similarities are computed in products of at least
-        ``MIN_PRODUCT_ROWS`` bank rows (smaller ones waste the matrix product's
-        packing of the gallery), then handed on in budget-sized slices.
+        In embedding mode the similarities are computed in products of up to
+        ``MIN_PRODUCT_ROWS`` bank rows within ``PRODUCT_MEMORY`` MiB (smaller ones
+        waste the matrix product's packing of the gallery), then handed on in
+        budget-sized slices.
         """
         n_rows, n_columns = self.shape
         step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
-        product_step = step if self.gallery_t is None else max(step, MIN_PRODUCT_ROWS)
+        product_step = step
+        if self.gallery_t is not None:
+            affordable = rows_per_chunk(n_columns, self.dtype.itemsize, PRODUCT_MEMORY, n_buffers=1)
+            product_step = max(step, min(MIN_PRODUCT_ROWS, affordable))
         for start in range(0, n_rows, product_step):
             product = self.block(slice(start, min(start + product_step, n_rows)))
             for offset in range(0, len(product), step):

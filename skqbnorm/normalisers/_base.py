@@ -73,7 +73,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             Ignored; present for ``Pipeline`` and ``GridSearchCV``.
         gallery : array-like of shape (n_gallery, n_dims), default=None
             Gallery embeddings. When given, ``X`` holds bank embeddings and the
-            similarities are computed under ``metric``.
+            similarities are computed under ``metric``, in matrix products of up
+            to 2,048 bank rows that may take up to 256 MiB beyond
+            ``working_memory`` (smaller products run far below BLAS speed).
 
         Returns
         -------

@@ -160,6 +160,18 @@ class PairwiseReranker(BayesianReranker):
         "random_state": ["random_state"],
     }
 
+    def __init__(self, c, *, graph, n_neighbors, sigma, laplacian, pairs, rho, n_top, n_bottom,
+                 n_clusters, initial, n_positive, random_state, n_jobs):
+        super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
+                         n_positive=n_positive, n_jobs=n_jobs)
+        self.laplacian = laplacian
+        self.pairs = pairs
+        self.rho = rho
+        self.n_top = n_top
+        self.n_bottom = n_bottom
+        self.n_clusters = n_clusters
+        self.random_state = random_state
+
     def _pairs(self, features, initial):
         pairs = select_pairs(
             self.pairs, features, initial, rho=self.rho, n_top=self.n_top, n_bottom=self.n_bottom,

@@ -109,19 +109,13 @@ class HingeReranker(PairwiseReranker):
                  laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
                  n_clusters=3, initial="scores", n_positive=10, eps_abs=1e-7, eps_rel=1e-7,
                  max_iter=20000, random_state=None, n_jobs=None):
-        super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
-                         n_positive=n_positive, n_jobs=n_jobs)
+        super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, laplacian=laplacian,
+                         pairs=pairs, rho=rho, n_top=n_top, n_bottom=n_bottom, n_clusters=n_clusters,
+                         initial=initial, n_positive=n_positive, random_state=random_state, n_jobs=n_jobs)
         self.margin = margin
-        self.laplacian = laplacian
-        self.pairs = pairs
-        self.rho = rho
-        self.n_top = n_top
-        self.n_bottom = n_bottom
-        self.n_clusters = n_clusters
         self.eps_abs = eps_abs
         self.eps_rel = eps_rel
         self.max_iter = max_iter
-        self.random_state = random_state
 
     def _solve(self, weights, initial, features):
         pairs = self._pairs(features, initial)

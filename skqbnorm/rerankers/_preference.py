@@ -86,15 +86,9 @@ class PreferenceStrengthReranker(PairwiseReranker):
     def __init__(self, c=1e-6, *, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
                  n_clusters=3, initial="rank", n_positive=10, random_state=None, n_jobs=None):
-        super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
-                         n_positive=n_positive, n_jobs=n_jobs)
-        self.laplacian = laplacian
-        self.pairs = pairs
-        self.rho = rho
-        self.n_top = n_top
-        self.n_bottom = n_bottom
-        self.n_clusters = n_clusters
-        self.random_state = random_state
+        super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, laplacian=laplacian,
+                         pairs=pairs, rho=rho, n_top=n_top, n_bottom=n_bottom, n_clusters=n_clusters,
+                         initial=initial, n_positive=n_positive, random_state=random_state, n_jobs=n_jobs)
 
     def _solve(self, weights, initial, features):
         n_items = len(initial)
