@@ -123,48 +123,44 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     def _probe(self, X, gallery):
         if gallery is None:
-            bank = validate_data(
-                self, X, dtype=FLOAT_DTYPES, ensure_all_finite=False
-            )
+            bank = validate_data(self, X, dtype=FLOAT_DTYPES, ensure_all_finite=False)
             self.gallery_embeddings_ = None
             return ProbeMatrix(bank, dtype=bank.dtype)
         bank = check_array(X, dtype=FLOAT_DTYPES, input_name="querybank")
+        gallery = self._set_gallery(gallery, bank.shape, bank.dtype)
+        return ProbeMatrix(bank, gallery.T, self.metric, gallery.dtype)
+
+    def _set_gallery(self, gallery, bank_shape, bank_dtype):
+        """Validate and keep the gallery embeddings; the gallery size is n_features_in_."""
         gallery = check_array(gallery, dtype=FLOAT_DTYPES, input_name="gallery")
-        if bank.shape[1] != gallery.shape[1]:
+        if len(bank_shape) != 2 or bank_shape[1] != gallery.shape[1]:
             raise ValueError(
                 "The querybank and gallery embeddings must have the same dimension: "
-                f"querybank has shape {bank.shape}, gallery has shape {gallery.shape}."
+                f"querybank has shape {bank_shape}, gallery has shape {gallery.shape}."
             )
-        dtype = np.result_type(bank, gallery)
+        dtype = np.result_type(bank_dtype, gallery.dtype)
         self.gallery_embeddings_ = prepare_embeddings(gallery.astype(dtype, copy=False), self.metric)
         self.n_features_in_ = gallery.shape[0]
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        return ProbeMatrix(bank, self.gallery_embeddings_.T, self.metric, dtype)
+        return self.gallery_embeddings_
 
     def _reduce_dask(self, bank, gallery):
         """Fit statistics of a dask querybank, computed blockwise."""
-        gallery_t = None
-        if gallery is not None:
-            gallery = check_array(gallery, dtype=FLOAT_DTYPES, input_name="gallery")
-            if bank.ndim != 2 or bank.shape[1] != gallery.shape[1]:
-                raise ValueError(
-                    "The querybank and gallery embeddings must have the same dimension: "
-                    f"querybank has shape {bank.shape}, gallery has shape {gallery.shape}."
-                )
-            self.gallery_embeddings_ = prepare_embeddings(gallery, self.metric)
-            gallery_t = self.gallery_embeddings_.T
+        if bank.ndim != 2:
+            raise ValueError(f"Expected a 2D dask array, got {bank.ndim}D with shape {bank.shape}.")
+        dtype = np.float32 if bank.dtype == np.float32 else np.float64
+        if gallery is None:
+            self.gallery_embeddings_, gallery_t = None, None
+            self.n_features_in_ = bank.shape[1]
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
         else:
-            self.gallery_embeddings_ = None
-        n_bank = bank.shape[0]
-        n_gallery = bank.shape[1] if gallery is None else gallery.shape[0]
+            gallery_t = self._set_gallery(gallery, bank.shape, dtype).T
+        n_bank, n_gallery = bank.shape[0], self.n_features_in_
         if n_bank == 0:
             raise ValueError(f"Found array with 0 sample(s) (shape={bank.shape}) while a minimum of 1 is required.")
         self._check_sizes(n_bank, n_gallery)
-        self.n_features_in_ = n_gallery
-        if hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        dtype = np.float64 if bank.dtype != np.float32 else np.float32
         reducers = reduce_dask_bank(
             bank, gallery_t, self.metric, lambda: self._reducers(n_bank, n_gallery, dtype), self.working_memory
         )
