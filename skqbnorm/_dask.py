@@ -65,7 +65,8 @@ def _score_block(block, normaliser, block_info=None):
     rows, columns = (slice(*location) for location in block_info[0]["array-location"])
     out = np.empty_like(block)
     with np.errstate(invalid="ignore"):
-        normaliser._score(block, columns, normaliser._row_state(block, columns), out)
+        # Blocks hold whole rows wherever the method needs them (see transform_dask).
+        normaliser._score(block, columns, None, out)
     if not all_finite(out):
         check_finite_block(block, rows, name="X", first_column=columns.start)
     return out

@@ -33,7 +33,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     ``columns`` into ``out``. Methods whose scores depend on a whole row (the
     top-1 of DIS, the neighbourhood of CSLS, the range of GC) also define
     ``_row_state(sims, columns, state)``, a reduction over a row's column chunks,
-    so that :meth:`top_k` can stream the gallery. A non-finite similarity must
+    so that :meth:`top_k` can stream the gallery; ``_score`` receives that state
+    for a column chunk, and None for whole rows, whose state it takes itself. A non-finite similarity must
     leave a non-finite score (transform checks the scores, and the input only
     when they fail).
 
@@ -212,7 +213,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def _transform_rows(self, block, scores, rows):
         scores = np.empty_like(block) if scores is None else scores
         with np.errstate(invalid="ignore"):
-            self._score(block, slice(None), self._row_state(block, slice(None)), scores)
+            self._score(block, slice(None), None, scores)
         # Finite input gives finite scores (bar an overflowing probability), so the
         # scores, still in cache, are tested first and the input only if they fail.
         if not all_finite(scores):

@@ -95,5 +95,6 @@ class CSLS(QueryBankNormaliser):
     def _score(self, sims, columns, row_state, out):
         dtype = sims.dtype
         np.multiply(sims, 2, out=out)
-        out -= row_state.mean(axis=1, dtype=np.float64).astype(dtype)[:, None]
+        top = self._row_state(sims, columns) if row_state is None else row_state
+        out -= top.mean(axis=1, dtype=np.float64).astype(dtype)[:, None]
         out -= self.bank_neighbourhood_[columns].astype(dtype)

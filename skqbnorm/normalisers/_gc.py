@@ -81,7 +81,7 @@ class GloballyCorrected(QueryBankNormaliser):
     def _score(self, sims, columns, row_state, out):
         sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
         ranks = count_greater(np.ascontiguousarray(sorted_bank), sims)
-        low, high = row_state
+        low, high = self._row_state(sims, columns) if row_state is None else row_state
         spread = high - low
         # A constant row has no tie to break (divide by inf); NaN/inf stay non-finite.
         np.divide(sims - low, 2 * np.where(spread > 0, spread, np.inf), out=out)

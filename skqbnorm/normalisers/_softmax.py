@@ -197,6 +197,14 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         return np.where(better, value, state[0]), np.where(better, index, state[1])
 
     def _score(self, sims, columns, row_state, out):
+        if row_state is None:
+            # Whole rows: normalise them all first, so that the top-1 search reads
+            # rows already in cache, then restore the rows left raw.
+            super()._score(sims, columns, None, out)
+            raw = ~self.activated_[sims.argmax(axis=1)]
+            if raw.any():
+                out[raw] = sims[raw]
+            return
         gated = self.activated_[row_state[1]]
         # Normalise all rows and restore the raw ones, or the reverse: whichever
         # moves fewer rows through a copy.
