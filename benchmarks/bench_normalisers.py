@@ -14,30 +14,12 @@ Every baseline is measured in the same run, on the same machine. Run:
 
 import argparse
 import tempfile
-import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from _timing import best_time, peak_mib
 
 from skqbnorm import DynamicInvertedSoftmax, InvertedSoftmax
-
-
-def best_time(func, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def peak_extra_mib(func):
-    tracemalloc.start()
-    func()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2**20
 
 
 def main():
@@ -66,7 +48,7 @@ def main():
         print(f"{'method':<24}{'fit/exp':>10}{'fit MiB':>10}{'transform/subtract':>20}")
         for estimator in (InvertedSoftmax(), DynamicInvertedSoftmax()):
             fit = best_time(lambda: estimator.fit(bank), args.repeat)
-            memory = peak_extra_mib(lambda: estimator.fit(bank_on_disk))
+            memory = peak_mib(lambda: estimator.fit(bank_on_disk))
             transform = best_time(lambda: estimator.transform(queries), args.repeat)
             print(
                 f"{type(estimator).__name__:<24}{fit / exp_pass:>10.2f}{memory:>10.1f}"

@@ -19,31 +19,13 @@ Run: python benchmarks/run.py            (the sizes above; a few minutes on 2 co
 import argparse
 import platform
 import tempfile
-import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from _timing import best_time, peak_mib
 from threadpoolctl import threadpool_info
 
 from skqbnorm import DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
-
-
-def seconds(func, repeat=3):
-    best = np.inf
-    for _ in range(repeat):
-        start = time.perf_counter()
-        func()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def peak_mib(func):
-    tracemalloc.start()
-    func()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak / 2**20
 
 
 class ReferenceDIS:
@@ -95,8 +77,8 @@ def main():
     queries = similarity_matrix(size(1_000), size(10_000), rng)
     for name, ours, dynamic in (("IS", InvertedSoftmax(), False), ("DIS", DynamicInvertedSoftmax(), True)):
         reference = ReferenceDIS()
-        reference_fit = seconds(lambda: reference.fit(bank), 1)
-        our_fit = seconds(lambda: ours.fit(bank), args.repeat)
+        reference_fit = best_time(lambda: reference.fit(bank), 1)
+        our_fit = best_time(lambda: ours.fit(bank), args.repeat)
         same = rows_equal_rankings(ours.transform(queries), reference.transform(queries, dynamic))
         rows.append((f"a. {name} fit, {bank.shape} float32", our_fit, "reference algorithm", reference_fit,
                      reference_fit / our_fit, ">= 10x faster", reference_fit / our_fit >= 10 and same,
@@ -105,10 +87,10 @@ def main():
     # b. fit from embeddings against the bare matrix product
     bank_emb = rng.standard_normal((size(50_000), 512), dtype=np.float32)
     gallery_emb = rng.standard_normal((size(20_000), 512), dtype=np.float32)
-    product = seconds(lambda: bank_emb @ gallery_emb.T, args.repeat)
+    product = best_time(lambda: bank_emb @ gallery_emb.T, args.repeat)
     for n_jobs in (None, -1):
         dis = DynamicInvertedSoftmax(metric="dot", n_jobs=n_jobs)
-        embed_fit = seconds(lambda: dis.fit(bank_emb, gallery=gallery_emb), args.repeat)
+        embed_fit = best_time(lambda: dis.fit(bank_emb, gallery=gallery_emb), args.repeat)
         rows.append((f"b. DIS fit from embeddings (n_jobs={n_jobs}), M={len(bank_emb)}, N={len(gallery_emb)}",
                      embed_fit, "bank @ gallery.T (BLAS)", product, embed_fit / product, "<= 1.3x",
                      embed_fit / product <= 1.3, "d=512"))
@@ -118,10 +100,10 @@ def main():
     bank = similarity_matrix(size(5_000), size(20_000), rng)
     queries = similarity_matrix(size(5_000), size(20_000), rng)
     offsets = rng.standard_normal(queries.shape[1]).astype(np.float32)
-    subtract = seconds(lambda: np.subtract(queries, offsets), args.repeat)
+    subtract = best_time(lambda: np.subtract(queries, offsets), args.repeat)
     for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
         normaliser.fit(bank)
-        transform = seconds(lambda: normaliser.transform(queries), args.repeat)
+        transform = best_time(lambda: normaliser.transform(queries), args.repeat)
         rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)", subtract,
                      transform / subtract, "<= 2x", transform / subtract <= 2, ""))
 
@@ -147,8 +129,8 @@ def main():
     queries = similarity_matrix(size(1_000), size(20_000), rng)
     is_ = InvertedSoftmax().fit(bank)
     gc = GloballyCorrected().fit(bank)
-    is_time = seconds(lambda: is_.transform(queries), args.repeat)
-    gc_time = seconds(lambda: gc.transform(queries), args.repeat)
+    is_time = best_time(lambda: is_.transform(queries), args.repeat)
+    gc_time = best_time(lambda: gc.transform(queries), args.repeat)
     rows.append((f"e. GC transform, bank {bank.shape}, {len(queries)} queries", gc_time, "IS transform",
                  is_time, gc_time / is_time, "(O(N log M) vs O(N))", None, ""))
     dis = DynamicInvertedSoftmax().fit(bank)
@@ -157,8 +139,8 @@ def main():
         scores = dis.transform(queries)
         return np.argpartition(-scores, 10, axis=1)[:, :10]
 
-    full = seconds(full_then_partition, args.repeat)
-    streamed = seconds(lambda: dis.top_k(queries, k=10), args.repeat)
+    full = best_time(full_then_partition, args.repeat)
+    streamed = best_time(lambda: dis.top_k(queries, k=10), args.repeat)
     same = set(map(tuple, np.sort(dis.top_k(queries, k=10)[0], axis=1))) == set(
         map(tuple, np.sort(full_then_partition(), axis=1)))
     rows.append(("e. DIS top-10 search (streamed gallery)", streamed, "transform + argpartition", full,
