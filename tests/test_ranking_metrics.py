@@ -1,6 +1,5 @@
 """Average precision and the ranking distances, including the paper's toy example."""
 
-import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 

@@ -164,6 +164,7 @@ def check_status(status, n_iter, max_iter):
             f"OSQP stopped with status {status!r} after {n_iter} iterations (max_iter="
             f"{max_iter}); the scores may be inaccurate. Raise max_iter or loosen eps_abs/eps_rel.",
             ConvergenceWarning,
+            stacklevel=2,
         )
         return
     raise RuntimeError(f"OSQP could not solve the hinge reranking QP: status {status!r}.")

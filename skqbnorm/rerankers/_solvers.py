@@ -80,5 +80,6 @@ def conjugate_gradients(system, rhs, start):
             f"Conjugate gradients stopped after {n_iter} iterations without reaching a "
             f"relative residual of {TOLERANCE}; the scores may be inaccurate.",
             ConvergenceWarning,
+            stacklevel=2,
         )
     return scores, {"status": status, "n_iter": n_iter}
