@@ -178,36 +178,29 @@ class ColumnLogSumExp:
         return self.max + np.log(self.sum)
 
 
-class ColumnMoments:
-    """Column mean and variance (biased), merged across blocks (Chan et al.)."""
+class ColumnMean:
+    """Column mean, from float64 column sums."""
 
     def __init__(self, n_columns):
         self.count = 0
-        self.mean = np.zeros(n_columns)
-        self.m2 = np.zeros(n_columns)
+        self.sum = np.zeros(n_columns)
 
     def update(self, block, rows):
-        block_stats = ColumnMoments(block.shape[1])
-        block_stats.count = block.shape[0]
-        block_stats.mean = block.mean(axis=0, dtype=np.float64)
-        block_stats.m2 = ((block - block_stats.mean.astype(block.dtype)) ** 2).sum(axis=0, dtype=np.float64)
-        self.merge(block_stats)
+        self.sum += block.sum(axis=0, dtype=np.float64)
+        self.count += block.shape[0]
 
     def merge(self, other):
-        total = self.count + other.count
-        delta = other.mean - self.mean
-        self.mean = self.mean + delta * (other.count / total)
-        self.m2 = self.m2 + other.m2 + delta**2 * (self.count * other.count / total)
-        self.count = total
+        self.sum += other.sum
+        self.count += other.count
 
-    def variance(self):
-        return self.m2 / self.count
+    def result(self):
+        return self.sum / self.count
 
 
 class ColumnTopKMean:
     """Mean of the k largest entries of every column."""
 
-    def __init__(self, n_columns, k):
+    def __init__(self, k):
         self.k = k
         self.top = None
 
@@ -244,7 +237,7 @@ class RowTopKUnion:
 class SortedColumns:
     """The whole probe matrix with every column sorted ascending (O(M N) memory)."""
 
-    def __init__(self, dtype):
+    def __init__(self):
         self.blocks = []
 
     def update(self, block, rows):

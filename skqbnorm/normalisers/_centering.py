@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._stats import ColumnMoments
+from .._stats import ColumnMean
 from ._base import QueryBankNormaliser
 
 
@@ -52,10 +52,10 @@ class Centering(QueryBankNormaliser):
     """
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [ColumnMoments(n_gallery)]
+        return [ColumnMean(n_gallery)]
 
     def _learn(self, reducers):
-        self.bank_mean_ = reducers[0].mean
+        self.bank_mean_ = reducers[0].result()
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self.bank_mean_[columns].astype(sims.dtype), out=out)

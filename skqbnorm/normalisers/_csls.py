@@ -83,7 +83,7 @@ class CSLS(QueryBankNormaliser):
             )
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [ColumnTopKMean(n_gallery, self.k)]
+        return [ColumnTopKMean(self.k)]
 
     def _learn(self, reducers):
         self.bank_neighbourhood_ = reducers[0].result()

@@ -66,7 +66,7 @@ class GloballyCorrected(QueryBankNormaliser):
     """
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [SortedColumns(dtype)]
+        return [SortedColumns()]
 
     def _learn(self, reducers):
         self.sorted_bank_ = reducers[0].result()
