@@ -197,25 +197,10 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         return np.where(better, value, state[0]), np.where(better, index, state[1])
 
     def _score(self, sims, columns, row_state, out):
-        if row_state is None:
-            # Whole rows: normalise them all first, so that the top-1 search reads
-            # rows already in cache, then restore the rows left raw.
-            super()._score(sims, columns, None, out)
-            raw = ~self.activated_[sims.argmax(axis=1)]
-            if raw.any():
-                out[raw] = sims[raw]
-            return
-        gated = self.activated_[row_state[1]]
-        # Normalise all rows and restore the raw ones, or the reverse: whichever
-        # moves fewer rows through a copy.
-        if gated.mean() >= 0.5:
-            super()._score(sims, columns, row_state, out)
-            raw = ~gated
-            if raw.any():
-                out[raw] = sims[raw]
-            return
-        out[...] = sims
-        if gated.any():
-            normalised = np.empty_like(sims[gated])
-            super()._score(sims[gated], columns, row_state, normalised)
-            out[gated] = normalised
+        # Normalise every row, then restore those left raw. With whole rows the
+        # top-1 search comes second, so that it reads rows already in cache.
+        super()._score(sims, columns, row_state, out)
+        top1 = sims.argmax(axis=1) if row_state is None else row_state[1]
+        raw = ~self.activated_[top1]
+        if raw.any():
+            out[raw] = sims[raw]

@@ -3,6 +3,8 @@
 import numpy as np
 from sklearn.cluster import KMeans
 
+from ..metrics import ordered_pairs
+
 
 def initial_order(initial_scores):
     """Items from first to last in the initial list (ties: lower index first)."""
@@ -15,18 +17,12 @@ def strictly_ordered(high, low, initial_scores):
     return high[strict], low[strict]
 
 
-def all_pairs(initial_scores):
-    order = initial_order(initial_scores)
-    upper, lower = np.triu_indices(len(order), k=1)
-    return strictly_ordered(order[upper], order[lower], initial_scores)
-
-
 def rho_adjacent_pairs(initial_scores, rho):
     """Pairs at most ``rho`` positions apart in the initial list."""
     order = initial_order(initial_scores)
     n_items = len(order)
     if rho >= n_items - 1:
-        return all_pairs(initial_scores)
+        return ordered_pairs(initial_scores)
     high = np.concatenate([order[: n_items - offset] for offset in range(1, rho + 1)])
     low = np.concatenate([order[offset:] for offset in range(1, rho + 1)])
     return strictly_ordered(high, low, initial_scores)
@@ -56,7 +52,7 @@ def clustering_pairs(features, initial_scores, n_top, n_bottom, n_clusters, rand
 
 def select_pairs(strategy, features, initial_scores, *, rho, n_top, n_bottom, n_clusters, random_state):
     if strategy == "all":
-        return all_pairs(initial_scores)
+        return ordered_pairs(initial_scores)
     if strategy == "rho_adjacent":
         return rho_adjacent_pairs(initial_scores, rho)
     if strategy == "top_bottom":
