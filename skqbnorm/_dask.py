@@ -14,9 +14,10 @@ def is_dask_array(array):
 
 
 def as_float(array):
-    """A dask array of a float dtype (float32 kept, anything else as float64)."""
-    if array.ndim != 2:
-        raise ValueError(f"Expected a 2D dask array, got {array.ndim}D with shape {array.shape}.")
+    """A dask array of a float dtype (float32 kept, anything else as float64).
+
+    Callers have checked that it is 2-D and has the fitted number of columns.
+    """
     if not np.issubdtype(array.dtype, np.number):
         raise ValueError(f"Expected a numeric dask array, got dtype {array.dtype}.")
     return array if array.dtype in (np.float32, np.float64) else array.astype(np.float64)
