@@ -247,7 +247,11 @@ class SortedColumns:
         self.blocks.extend(other.blocks)
 
     def result(self):
-        values = np.concatenate(self.blocks) if len(self.blocks) > 1 else self.blocks[0].copy()
+        # Column-major, so that each column's sorted values lie together in memory:
+        # count_greater then searches one column's values at a time, within cache.
+        n_rows = sum(len(block) for block in self.blocks)
+        values = np.empty((n_rows, self.blocks[0].shape[1]), dtype=self.blocks[0].dtype, order="F")
+        np.concatenate(self.blocks, out=values)
         self.blocks = []
         values.sort(axis=0)
         return values
@@ -278,27 +282,46 @@ def row_top_k(block, k, previous=None):
     return np.sort(stacked, axis=1)
 
 
-def count_greater(sorted_columns, values):
+def count_greater(sorted_columns, values, tile_size=1 << 16):
     """``#{i : sorted_columns[i, j] > values[q, j]}`` for every q and j.
 
-    A bisection run on all columns at once: log2(M) vectorised steps, so
-    O(N log M) work per row of ``values`` and no Python loop over rows or columns.
+    A branchless bisection run on many searches at once: every column has the same
+    length, so each of the ceil(log2(M)) + 1 steps moves every search by the same
+    offset, in five in-place passes. The searches run column by column (on transposed
+    arrays), in tiles of about ``tile_size`` searches, so that the work arrays and the
+    values that one column's searches read stay in cache.
     """
-    n_rows, n_columns = sorted_columns.shape
-    flat = sorted_columns.ravel()
-    column = np.arange(n_columns)
-    low = np.zeros(values.shape, dtype=np.intp)
-    high = np.full(values.shape, n_rows, dtype=np.intp)
-    while True:
-        open_ = low < high
-        if not open_.any():
-            break
-        mid = (low + high) // 2
-        at_mid = flat[np.minimum(mid, n_rows - 1) * n_columns + column]
-        go_right = open_ & (at_mid <= values)
-        low = np.where(go_right, mid + 1, low)
-        high = np.where(open_ & ~go_right, mid, high)
-    return n_rows - low
+    columns_first = np.ascontiguousarray(sorted_columns.T)  # no copy when column-major
+    targets = np.ascontiguousarray(values.T)
+    counts = np.empty(targets.shape, dtype=np.intp)
+    width = max(1, tile_size // max(targets.shape[1], 1))
+    for first in range(0, targets.shape[0], width):
+        tile = slice(first, first + width)
+        counts[tile] = _count_greater_tile(columns_first[tile], targets[tile])
+    return counts.T
+
+
+def _count_greater_tile(columns_first, targets):
+    n_columns, n_rows = columns_first.shape
+    flat = columns_first.ravel()
+    # position[j, q] is the flat index of the largest entry known to be <= targets[j, q]
+    # (or of the column's first entry): the search narrows [position, position + span).
+    position = np.repeat(np.arange(n_columns) * n_rows, targets.shape[1]).reshape(targets.shape)
+    probe, step = np.empty_like(position), np.empty_like(position)
+    probed = np.empty(targets.shape, dtype=flat.dtype)
+    not_greater = np.empty(targets.shape, dtype=bool)
+    span = n_rows
+    while span > 1:
+        half = span // 2
+        np.add(position, half, out=probe)
+        np.take(flat, probe, out=probed, mode="clip")  # "clip" writes straight to out
+        np.less_equal(probed, targets, out=not_greater)
+        np.multiply(not_greater, half, out=step)
+        position += step
+        span -= half
+    np.take(flat, position, out=probed, mode="clip")
+    np.less_equal(probed, targets, out=not_greater)
+    return n_rows - (position % n_rows + not_greater)
 
 
 def merge_top_k(best, scores, first_column, k):

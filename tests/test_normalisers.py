@@ -9,6 +9,7 @@ from sklearn.base import clone
 
 import reference as ref
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm._stats import count_greater
 
 
 def sims_pair(rng, n_queries=40, n_bank=60, n_gallery=25, scale=1.0, dtype=np.float64):
@@ -130,6 +131,25 @@ def test_gc_bisection_for_every_bank_size(rng, n_bank):
     queries[:, :3] = bank[0, :3]  # exact ties with a bank entry
     gc = GloballyCorrected().fit(bank)
     assert_array_equal(-np.floor(gc.transform(queries)), ref.gc_rank(queries, bank))
+
+
+@pytest.mark.parametrize("tile_size", [1, 7, 40, 1 << 16])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_count_greater_any_tiling_and_layout(rng, tile_size, order):
+    # GC's bisection, against a brute-force count; ties with the bank and +-inf included.
+    bank = np.sort(rng.integers(0, 6, size=(33, 9)).astype(np.float32), axis=0)
+    values = rng.integers(-1, 7, size=(20, 9)).astype(np.float32)
+    values[0, 0], values[1, 1] = np.inf, -np.inf
+    expected = (bank[None, :, :] > values[:, None, :]).sum(axis=1)
+    assert_array_equal(count_greater(np.asarray(bank, order=order), values, tile_size), expected)
+
+
+def test_gc_keeps_sorted_bank_column_major(rng):
+    # Column-major lets every transform search the bank without copying it.
+    _, bank = sims_pair(rng)
+    sorted_bank = GloballyCorrected().fit(bank).sorted_bank_
+    assert sorted_bank.flags.f_contiguous
+    assert_array_equal(sorted_bank, np.sort(bank, axis=0))
 
 
 def test_embedding_mode_equals_precomputed(rng):

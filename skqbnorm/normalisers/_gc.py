@@ -80,7 +80,7 @@ class GloballyCorrected(QueryBankNormaliser):
 
     def _score(self, sims, columns, row_state, out):
         sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
-        ranks = count_greater(np.ascontiguousarray(sorted_bank), sims)
+        ranks = count_greater(sorted_bank, sims)
         low, high = self._row_state(sims, columns) if row_state is None else row_state
         spread = high - low
         # A constant row has no tie to break (divide by inf); NaN/inf stay non-finite.
