@@ -15,13 +15,20 @@ Run: python benchmarks/bench_rerankers.py [--repeat 3]
 """
 
 import argparse
+from functools import partial
 
 import numpy as np
-from _timing import best_time
 from sklearn.datasets import make_blobs
 from sklearn.neighbors import kneighbors_graph
 
-from skqbnorm import HingeReranker, PointwiseReranker, PreferenceStrengthReranker, RandomWalkReranker
+from skqbnorm import (
+    HingeReranker,
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
+)
+
+from _timing import best_time
 
 
 def make_list(n_items, seed=0):
@@ -47,9 +54,9 @@ def main():
     for n_items, name, reranker in cases:
         features, initial = make_list(n_items)
         if n_items not in baselines:
-            baselines[n_items] = best_time(lambda: kneighbors_graph(features, 10, mode="distance"), args.repeat)
+            baselines[n_items] = best_time(partial(kneighbors_graph, features, 10, mode="distance"), args.repeat)
             print(f"{n_items:>7}  {'(baseline: kneighbors_graph, k=10)':<42}{baselines[n_items]:>9.3f}{1:>9.2f}")
-        seconds = best_time(lambda: reranker.fit(features, initial), args.repeat)
+        seconds = best_time(partial(reranker.fit, features, initial), args.repeat)
         print(f"{n_items:>7}  {name:<42}{seconds:>9.3f}{seconds / baselines[n_items]:>9.2f}")
 
 

@@ -19,13 +19,15 @@ Run: python benchmarks/run.py            (the sizes above; a few minutes on 2 co
 import argparse
 import platform
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import numpy as np
-from _timing import best_time, peak_mib
 from threadpoolctl import threadpool_info
 
 from skqbnorm import DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+
+from _timing import best_time, peak_mib
 
 
 class ReferenceDIS:
@@ -60,6 +62,96 @@ def rows_equal_rankings(a, b, k=10):
     return bool(np.array_equal(np.argsort(-a, axis=1, kind="stable")[:, :k], np.argsort(-b, axis=1, kind="stable")[:, :k]))
 
 
+def fit_against_reference(size, rng, repeat):
+    """a. fit against the reference algorithm, M = N = 10,000."""
+    bank = similarity_matrix(size(10_000), size(10_000), rng)
+    queries = similarity_matrix(size(1_000), size(10_000), rng)
+    rows = []
+    for name, ours, dynamic in (("IS", InvertedSoftmax(), False), ("DIS", DynamicInvertedSoftmax(), True)):
+        reference = ReferenceDIS()
+        reference_fit = best_time(partial(reference.fit, bank), 1)
+        our_fit = best_time(partial(ours.fit, bank), repeat)
+        same = rows_equal_rankings(ours.transform(queries), reference.transform(queries, dynamic))
+        rows.append((f"a. {name} fit, {bank.shape} float32", our_fit, "reference algorithm", reference_fit,
+                     reference_fit / our_fit, ">= 10x faster", reference_fit / our_fit >= 10 and same,
+                     f"rankings identical: {same}"))
+    return rows
+
+
+def fit_from_embeddings(size, rng, repeat):
+    """b. fit from embeddings against the bare matrix product."""
+    bank = rng.standard_normal((size(50_000), 512), dtype=np.float32)
+    gallery = rng.standard_normal((size(20_000), 512), dtype=np.float32)
+    product = best_time(partial(np.matmul, bank, gallery.T), repeat)
+    rows = []
+    for n_jobs in (None, -1):
+        dis = DynamicInvertedSoftmax(metric="dot", n_jobs=n_jobs)
+        embed_fit = best_time(partial(dis.fit, bank, gallery=gallery), repeat)
+        rows.append((f"b. DIS fit from embeddings (n_jobs={n_jobs}), M={len(bank)}, N={len(gallery)}",
+                     embed_fit, "bank @ gallery.T (BLAS)", product, embed_fit / product, "<= 1.3x",
+                     embed_fit / product <= 1.3, "d=512"))
+    return rows
+
+
+def transform_against_subtract(size, rng, repeat):
+    """c. transform against one subtract pass."""
+    bank = similarity_matrix(size(5_000), size(20_000), rng)
+    queries = similarity_matrix(size(5_000), size(20_000), rng)
+    offsets = rng.standard_normal(queries.shape[1]).astype(np.float32)
+    subtract = best_time(partial(np.subtract, queries, offsets), repeat)
+    rows = []
+    for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
+        normaliser.fit(bank)
+        transform = best_time(partial(normaliser.transform, queries), repeat)
+        rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)", subtract,
+                     transform / subtract, "<= 2x", transform / subtract <= 2, ""))
+    return rows
+
+
+def fit_memory_over_memmap(size, rng, repeat):
+    """d. peak memory of fit over a 4 GB memory-mapped file."""
+    n_bank, n_gallery = size(50_000), size(20_000)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bank.npy"
+        on_disk = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_bank, n_gallery))
+        for start in range(0, n_bank, 2_000):
+            on_disk[start : start + 2_000] = similarity_matrix(min(2_000, n_bank - start), n_gallery, rng)
+        on_disk.flush()
+        del on_disk
+        mapped = np.load(path, mmap_mode="r")
+        gib = mapped.nbytes / 2**30
+        for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
+            memory = peak_mib(partial(normaliser.fit, mapped))
+            rows.append((f"d. {name} fit over a {gib:.1f} GiB memmap", memory, "(MiB, traced)", 512.0,
+                         memory / 512, "<= 512 MiB", memory <= 512, "peak extra memory"))
+        del mapped  # the file must be closed before its folder goes
+    return rows
+
+
+def gc_and_top_k(size, rng, repeat):
+    """e. GC against IS, top-k against full transform + argpartition."""
+    bank = similarity_matrix(size(2_000), size(20_000), rng)
+    queries = similarity_matrix(size(1_000), size(20_000), rng)
+    is_time = best_time(partial(InvertedSoftmax().fit(bank).transform, queries), repeat)
+    gc_time = best_time(partial(GloballyCorrected().fit(bank).transform, queries), repeat)
+    rows = [(f"e. GC transform, bank {bank.shape}, {len(queries)} queries", gc_time, "IS transform",
+             is_time, gc_time / is_time, "(O(N log M) vs O(N))", None, "")]
+    dis = DynamicInvertedSoftmax().fit(bank)
+
+    def full_then_partition():
+        scores = dis.transform(queries)
+        return np.argpartition(-scores, 10, axis=1)[:, :10]
+
+    full = best_time(full_then_partition, repeat)
+    streamed = best_time(partial(dis.top_k, queries, k=10), repeat)
+    same = set(map(tuple, np.sort(dis.top_k(queries, k=10)[0], axis=1))) == set(
+        map(tuple, np.sort(full_then_partition(), axis=1)))
+    rows.append(("e. DIS top-10 search (streamed gallery)", streamed, "transform + argpartition", full,
+                 streamed / full, "(no n x N matrix)", None, f"same top-10 sets: {same}"))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every size by this")
@@ -71,80 +163,9 @@ def main():
 
     rng = np.random.default_rng(0)
     rows = []
-
-    # a. fit against the reference algorithm, M = N = 10,000
-    bank = similarity_matrix(size(10_000), size(10_000), rng)
-    queries = similarity_matrix(size(1_000), size(10_000), rng)
-    for name, ours, dynamic in (("IS", InvertedSoftmax(), False), ("DIS", DynamicInvertedSoftmax(), True)):
-        reference = ReferenceDIS()
-        reference_fit = best_time(lambda: reference.fit(bank), 1)
-        our_fit = best_time(lambda: ours.fit(bank), args.repeat)
-        same = rows_equal_rankings(ours.transform(queries), reference.transform(queries, dynamic))
-        rows.append((f"a. {name} fit, {bank.shape} float32", our_fit, "reference algorithm", reference_fit,
-                     reference_fit / our_fit, ">= 10x faster", reference_fit / our_fit >= 10 and same,
-                     f"rankings identical: {same}"))
-
-    # b. fit from embeddings against the bare matrix product
-    bank_emb = rng.standard_normal((size(50_000), 512), dtype=np.float32)
-    gallery_emb = rng.standard_normal((size(20_000), 512), dtype=np.float32)
-    product = best_time(lambda: bank_emb @ gallery_emb.T, args.repeat)
-    for n_jobs in (None, -1):
-        dis = DynamicInvertedSoftmax(metric="dot", n_jobs=n_jobs)
-        embed_fit = best_time(lambda: dis.fit(bank_emb, gallery=gallery_emb), args.repeat)
-        rows.append((f"b. DIS fit from embeddings (n_jobs={n_jobs}), M={len(bank_emb)}, N={len(gallery_emb)}",
-                     embed_fit, "bank @ gallery.T (BLAS)", product, embed_fit / product, "<= 1.3x",
-                     embed_fit / product <= 1.3, "d=512"))
-    del bank_emb, gallery_emb
-
-    # c. transform against one subtract pass
-    bank = similarity_matrix(size(5_000), size(20_000), rng)
-    queries = similarity_matrix(size(5_000), size(20_000), rng)
-    offsets = rng.standard_normal(queries.shape[1]).astype(np.float32)
-    subtract = best_time(lambda: np.subtract(queries, offsets), args.repeat)
-    for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
-        normaliser.fit(bank)
-        transform = best_time(lambda: normaliser.transform(queries), args.repeat)
-        rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)", subtract,
-                     transform / subtract, "<= 2x", transform / subtract <= 2, ""))
-
-    # d. peak memory of fit over a 4 GB memory-mapped file
-    n_bank, n_gallery = size(50_000), size(20_000)
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "bank.npy"
-        on_disk = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_bank, n_gallery))
-        for start in range(0, n_bank, 2_000):
-            on_disk[start : start + 2_000] = similarity_matrix(min(2_000, n_bank - start), n_gallery, rng)
-        on_disk.flush()
-        del on_disk
-        mapped = np.load(path, mmap_mode="r")
-        gib = mapped.nbytes / 2**30
-        for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
-            memory = peak_mib(lambda: normaliser.fit(mapped))
-            rows.append((f"d. {name} fit over a {gib:.1f} GiB memmap", memory, "(MiB, traced)", 512.0,
-                         memory / 512, "<= 512 MiB", memory <= 512, "peak extra memory"))
-        del mapped
-
-    # e. GC against IS, top-k against full transform + argpartition
-    bank = similarity_matrix(size(2_000), size(20_000), rng)
-    queries = similarity_matrix(size(1_000), size(20_000), rng)
-    is_ = InvertedSoftmax().fit(bank)
-    gc = GloballyCorrected().fit(bank)
-    is_time = best_time(lambda: is_.transform(queries), args.repeat)
-    gc_time = best_time(lambda: gc.transform(queries), args.repeat)
-    rows.append((f"e. GC transform, bank {bank.shape}, {len(queries)} queries", gc_time, "IS transform",
-                 is_time, gc_time / is_time, "(O(N log M) vs O(N))", None, ""))
-    dis = DynamicInvertedSoftmax().fit(bank)
-
-    def full_then_partition():
-        scores = dis.transform(queries)
-        return np.argpartition(-scores, 10, axis=1)[:, :10]
-
-    full = best_time(full_then_partition, args.repeat)
-    streamed = best_time(lambda: dis.top_k(queries, k=10), args.repeat)
-    same = set(map(tuple, np.sort(dis.top_k(queries, k=10)[0], axis=1))) == set(
-        map(tuple, np.sort(full_then_partition(), axis=1)))
-    rows.append(("e. DIS top-10 search (streamed gallery)", streamed, "transform + argpartition", full,
-                 streamed / full, "(no n x N matrix)", None, f"same top-10 sets: {same}"))
+    for measure in (fit_against_reference, fit_from_embeddings, transform_against_subtract,
+                    fit_memory_over_memmap, gc_and_top_k):
+        rows += measure(size, rng, args.repeat)
 
     blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version') or ''}".strip() for i in threadpool_info()}))
     print(f"machine: {platform.machine()}, {platform.processor() or platform.platform()}; "

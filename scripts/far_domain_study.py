@@ -19,10 +19,11 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from build_wordnet_revdict import sentence_encoder, shuffled_texts
 
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 from skqbnorm.metrics import correct_item_ranks, recall_at_k
+
+from build_wordnet_revdict import sentence_encoder, shuffled_texts
 
 NORMALISERS = {
     "IS": InvertedSoftmax(),

@@ -7,6 +7,7 @@ block to a few *reducers* that keep only O(N) state (GC's sorted columns excepte
 computed block by block from bank and gallery embeddings.
 """
 
+import itertools
 import os
 
 import numpy as np
@@ -136,7 +137,7 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     with threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas"):
         parts = Parallel(n_jobs=n_jobs, prefer="threads")(
             delayed(_reduce_rows)(probe.rows(slice(start, stop)), make_reducers(), start, share)
-            for start, stop in zip(bounds[:-1], bounds[1:])
+            for start, stop in itertools.pairwise(bounds)
         )
     reducers = parts[0]
     for part in parts[1:]:

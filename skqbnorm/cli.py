@@ -70,7 +70,7 @@ def format_rows(rows, style="table"):
     header += "".join(f"{'skew' if c == 'skewness' else c:>8}" for c in COLUMNS)
     lines = [header, "-" * len(header)]
     for row in rows:
-        line = "".join(f"{str(row[key]):<{width + 2}}" for key, width in text_width.items())
+        line = "".join(f"{row[key]!s:<{width + 2}}" for key, width in text_width.items())
         line += "".join(f"{row[c]:>8.2f}" if c == "skewness" else f"{row[c]:>8.1f}" for c in COLUMNS)
         lines.append(line)
     return "\n".join(lines)

@@ -8,18 +8,20 @@ from sklearn.base import clone
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("dask.distributed")
 
-from joblib import parallel_config  # noqa: E402
+from joblib import parallel_config
 
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax  # noqa: E402
+from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
 NORMALISERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
 
 
 @pytest.fixture(scope="module")
 def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with distributed.Client(cluster) as client:
-            yield client
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
 
 
 @pytest.fixture

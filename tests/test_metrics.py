@@ -8,8 +8,9 @@ from hypothesis.extra.numpy import arrays
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import skew
 
-import reference as ref
 from skqbnorm.metrics import correct_item_ranks, hubness, k_occurrence, retrieval_metrics
+
+import reference as ref
 
 
 @settings(max_examples=60, deadline=None)

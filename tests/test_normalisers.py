@@ -7,9 +7,10 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import reference as ref
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 from skqbnorm._stats import count_greater
+
+import reference as ref
 
 
 def sims_pair(rng, n_queries=40, n_bank=60, n_gallery=25, scale=1.0, dtype=np.float64):
@@ -19,7 +20,9 @@ def sims_pair(rng, n_queries=40, n_bank=60, n_gallery=25, scale=1.0, dtype=np.fl
 
 
 def tolerance(dtype, magnitude=1.0):
-    return dict(rtol=1e-4, atol=1e-4 * magnitude) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-10 * magnitude)
+    if dtype == np.float32:
+        return {"rtol": 1e-4, "atol": 1e-4 * magnitude}
+    return {"rtol": 1e-10, "atol": 1e-10 * magnitude}
 
 
 CASES = [

@@ -10,7 +10,12 @@ from scipy.optimize import minimize
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
-from skqbnorm import HingeReranker, PointwiseReranker, PreferenceStrengthReranker, RandomWalkReranker
+from skqbnorm import (
+    HingeReranker,
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
+)
 from skqbnorm.datasets import load_digits_reranking
 from skqbnorm.metrics import mean_average_precision
 from skqbnorm.rerankers._graph import affinity, laplacian
@@ -45,7 +50,7 @@ def test_hinge_matches_squared_hinge_minimiser(rng):
         lap = dense_laplacian(features, n_neighbors=5)
         pairs = np.array(pairs_of(initial, rho))
 
-        def energy(r):
+        def energy(r, lap=lap, pairs=pairs, c=c):
             slack = np.maximum(1.0 - (r[pairs[:, 0]] - r[pairs[:, 1]]), 0)
             return r @ lap @ r + c * np.sum(slack**2)
 

@@ -15,18 +15,18 @@ from ._scorers import make_map_scorer, make_retrieval_scorer
 
 __all__ = [
     "average_precision",
+    "correct_item_ranks",
     "discordant_pairs",
     "hinge_distance",
-    "mean_average_precision",
-    "ordered_pairs",
-    "pointwise_distance",
-    "preference_strength_distance",
-    "correct_item_ranks",
     "hubness",
     "hubness_from_counts",
     "k_occurrence",
     "make_map_scorer",
     "make_retrieval_scorer",
+    "mean_average_precision",
+    "ordered_pairs",
+    "pointwise_distance",
+    "preference_strength_distance",
     "recall_at_k",
     "retrieval_metrics",
 ]

@@ -3,8 +3,8 @@
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
@@ -222,7 +222,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     def _row_state(self, sims, columns, state=None):
         """Reduction over a row's columns that the scores need; none by default."""
-        return None
+        return
 
     def _needs_whole_rows(self):
         return type(self)._row_state is not QueryBankNormaliser._row_state
