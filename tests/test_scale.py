@@ -1,5 +1,7 @@
 """Chunk sizes, thread counts and streamed top-k search give the same answers."""
 
+import itertools
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
@@ -86,6 +88,58 @@ def test_top_k_from_embeddings_and_from_a_memmap(rng, tmp_path):
     np.save(path, dis.similarities(query_emb))
     indices, _ = dis.top_k(np.load(path, mmap_mode="r"), k=5)
     assert_array_equal(indices, expected[0])
+
+
+def gallery_shards(sims, widths):
+    bounds = np.cumsum([0, *widths])
+    assert bounds[-1] == sims.shape[1]
+    return [sims[:, start:stop].copy() for start, stop in itertools.pairwise(bounds)]
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_top_k_from_gallery_shards_equals_full_transform(sims, estimator, dtype):
+    queries, bank = (a.astype(dtype) for a in sims)
+    fitted = clone(estimator).fit(bank)
+    expected_indices, expected_scores = full_top_k(fitted.transform(queries), 7)
+    shards = gallery_shards(queries, [3, 20, 0, 1, 30, 7])  # narrower than k, and empty
+    before = [shard.copy() for shard in shards]
+    for chunks in (shards, lambda: iter(shards), tuple(shards)):
+        indices, scores = fitted.top_k(chunks=chunks, k=7)
+        assert scores.dtype == dtype
+        assert_array_equal(indices, expected_indices)
+        assert_allclose(scores, expected_scores, rtol=1e-6 if dtype == np.float32 else 1e-12)
+    for shard, original in zip(shards, before):
+        assert_array_equal(shard, original)
+
+
+def test_top_k_from_a_one_shot_iterator(sims):
+    queries, bank = sims
+    shards = gallery_shards(queries, [30, 31])
+    expected = InvertedSoftmax().fit(bank).top_k(queries, k=4)
+    indices, _ = InvertedSoftmax().fit(bank).top_k(chunks=iter(shards), k=4)  # one pass suffices
+    assert_array_equal(indices, expected[0])
+    with pytest.raises(ValueError, match="one-shot iterator: pass a list"):
+        DynamicInvertedSoftmax().fit(bank).top_k(chunks=iter(shards), k=4)  # needs two passes
+
+
+def test_top_k_shard_errors(sims):
+    queries, bank = sims
+    fitted = CSLS(k=3).fit(bank)
+    with pytest.raises(ValueError, match=r"chunks cover 60 gallery columns, but CSLS was fitted on a gallery of 61"):
+        fitted.top_k(chunks=gallery_shards(queries[:, :60], [30, 30]), k=3)
+    too_wide = gallery_shards(queries, [30, 31]) + [queries[:, :2]]
+    with pytest.raises(ValueError, match=r"chunk 2 has shape \(\d+, 2\) after 61 gallery columns"):
+        fitted.top_k(chunks=too_wide, k=3)
+    ragged = [queries[:, :30], queries[:-1, 30:]]
+    with pytest.raises(ValueError, match=r"chunk 1 has shape .* the first chunk has \d+ rows"):
+        fitted.top_k(chunks=ragged, k=3)
+    with pytest.raises(ValueError, match="exactly one of X"):
+        fitted.top_k(queries, chunks=[queries], k=3)
+    broken = gallery_shards(queries, [30, 31])
+    broken[1][5, 10] = np.inf
+    with pytest.raises(ValueError, match="X row 5 to gallery item 40"):
+        fitted.top_k(chunks=broken, k=3)
 
 
 def test_top_k_errors(sims):

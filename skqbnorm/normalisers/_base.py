@@ -227,14 +227,15 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def _needs_whole_rows(self):
         return type(self)._row_state is not QueryBankNormaliser._row_state
 
-    def top_k(self, X=None, *, queries=None, k=10):
+    def top_k(self, X=None, *, queries=None, chunks=None, k=10):
         """The k best gallery items per query, streaming the gallery in column chunks.
 
         Never materialises the n_queries x n_gallery score matrix: query rows are
-        taken in blocks and the gallery in column chunks within ``working_memory``,
-        keeping a running top k. Methods whose scores need a whole row (DIS, CSLS,
-        GC) first stream the row once for it. The result equals ``transform``
-        followed by a stable sort of each row: ties go to the lowest gallery index.
+        taken in blocks and the gallery in column chunks within ``working_memory``
+        (or as ``chunks`` arrive), keeping a running top k. Methods whose scores
+        need a whole row (DIS, CSLS, GC) first stream the row once for it. The
+        result equals ``transform`` followed by a stable sort of each row: ties go
+        to the lowest gallery index.
 
         Parameters
         ----------
@@ -243,48 +244,102 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             read one block at a time.
         queries : array-like of shape (n_queries, n_dims), default=None
             Query embeddings (embedding mode): similarities to each gallery chunk
-            are computed under the fitted metric. Pass ``X`` or ``queries``.
+            are computed under the fitted metric.
+        chunks : iterable of array-like of shape (n_queries, width), or callable, default=None
+            Query similarities as they arrive, one gallery shard at a time: column
+            blocks, in gallery order, whose widths add up to n_gallery. DIS, CSLS
+            and GC read them twice, so for these pass a sequence or a function
+            that returns a fresh iterable, not a one-shot iterator.
         k : int, default=10
             Number of gallery items per query, at most n_gallery.
+
+        Pass exactly one of ``X``, ``queries`` and ``chunks``.
 
         Returns
         -------
         indices : ndarray of shape (n_queries, k)
             Gallery indices, best first.
         scores : ndarray of shape (n_queries, k)
-            Their normalised scores.
+            Their normalised scores, in the input's float dtype (the first chunk's).
         """
         check_is_fitted(self)
         n_gallery = self.n_features_in_
         if not (isinstance(k, Integral) and 1 <= k <= n_gallery):
             raise ValueError(f"k must be an integer in [1, {n_gallery}] (the fitted gallery size); got k={k!r}.")
+        if sum(source is not None for source in (X, queries, chunks)) != 1:
+            raise ValueError(
+                "Pass exactly one of X (query similarities), queries (query embeddings) "
+                "and chunks (query similarities by gallery shard)."
+            )
+        if chunks is not None:
+            return self._running_top_k(self._given_column_blocks(chunks), k, first_row=0)
         read, n_queries, dtype = self._query_source(X, queries)
         budget = rows_per_chunk(1, np.dtype(dtype).itemsize, self.working_memory, 4)  # elements
         row_step = min(n_queries, 1024)
         column_step = max(k, budget // row_step)
-        needs_row_state = self._needs_whole_rows()
         indices = np.empty((n_queries, k), dtype=np.intp)
         scores = np.empty((n_queries, k), dtype=dtype)
         for rows in gen_batches(n_queries, row_step):
-            state, best = None, None
-            if needs_row_state:
-                for columns in gen_batches(n_gallery, column_step):
-                    state = self._row_state(read(rows, columns), columns, state)
-            for columns in gen_batches(n_gallery, column_step):
-                block = read(rows, columns)
-                block_scores = np.empty_like(block)
-                with np.errstate(invalid="ignore"):
-                    self._score(block, columns, state, block_scores)
-                if not all_finite(block_scores):
-                    check_finite_block(block, rows, name="X", first_column=columns.start)
-                best = merge_top_k(best, block_scores, columns.start, k)
-            indices[rows], scores[rows] = best
+
+            def column_blocks(rows=rows):
+                return ((columns, read(rows, columns)) for columns in gen_batches(n_gallery, column_step))
+
+            indices[rows], scores[rows] = self._running_top_k(column_blocks, k, first_row=rows.start)
         return indices, scores
+
+    def _running_top_k(self, column_blocks, k, first_row):
+        """Top k of the rows that ``column_blocks()`` yields as (columns, block) pairs."""
+        state, best = None, None
+        if self._needs_whole_rows():
+            for columns, block in column_blocks():
+                state = self._row_state(block, columns, state)
+        for columns, block in column_blocks():
+            block_scores = np.empty_like(block)
+            with np.errstate(invalid="ignore"):
+                self._score(block, columns, state, block_scores)
+            if not all_finite(block_scores):
+                rows = slice(first_row, first_row + len(block))
+                check_finite_block(block, rows, name="X", first_column=columns.start)
+            best = merge_top_k(best, block_scores, columns.start, k)
+        return best
+
+    def _given_column_blocks(self, chunks):
+        """``column_blocks`` for :meth:`_running_top_k` over the caller's gallery shards."""
+        if self._needs_whole_rows() and not callable(chunks) and iter(chunks) is chunks:
+            raise ValueError(
+                f"{type(self).__name__}.top_k reads chunks twice (its scores need whole rows), "
+                "but chunks is a one-shot iterator: pass a list of the chunks or a function "
+                "that returns a fresh iterable of them."
+            )
+        n_gallery = self.n_features_in_
+
+        def column_blocks():
+            start, first = 0, None
+            for position, chunk in enumerate(chunks() if callable(chunks) else chunks):
+                chunk = check_array(
+                    chunk, dtype=FLOAT_DTYPES, ensure_all_finite=False, ensure_min_features=0, input_name="chunks"
+                )
+                if first is None:
+                    first = chunk
+                if chunk.shape[0] != first.shape[0] or start + chunk.shape[1] > n_gallery:
+                    raise ValueError(
+                        f"chunks must be column blocks of the (n_queries, {n_gallery}) query "
+                        f"similarities: chunk {position} has shape {chunk.shape} after "
+                        f"{start} gallery columns, and the first chunk has {first.shape[0]} rows."
+                    )
+                if chunk.shape[1]:
+                    yield slice(start, start + chunk.shape[1]), chunk.astype(first.dtype, copy=False)
+                start += chunk.shape[1]
+            if start != n_gallery:
+                raise ValueError(
+                    f"chunks cover {start} gallery columns, but {type(self).__name__} was "
+                    f"fitted on a gallery of {n_gallery}."
+                )
+
+        return column_blocks
 
     def _query_source(self, X, queries):
         """A reader ``read(rows, columns)`` of query similarity blocks, n_queries, dtype."""
-        if (X is None) == (queries is None):
-            raise ValueError("Pass exactly one of X (query similarities) and queries (query embeddings).")
         if X is not None:
             sims = self._check_query_sims(X)
             return (lambda rows, columns: np.asarray(sims[rows, columns])), sims.shape[0], sims.dtype
