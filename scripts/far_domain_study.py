@@ -89,8 +89,12 @@ def main():
     parser.add_argument("--pool-words", type=int, default=14000)
     parser.add_argument("--cache", help="an .npz file to keep the embedded pools in")
     args = parser.parse_args()
+    if args.n_test + args.n_bank > args.pool_words:
+        parser.error(f"--n-test + --n-bank ({args.n_test + args.n_bank}) exceed --pool-words ({args.pool_words})")
 
     pools = embedded_pools(args.pool_words, args.cache)
+    if args.n_far > len(pools["messages"]):
+        parser.error(f"--n-far ({args.n_far}) exceeds the {len(pools['messages'])} gettext messages available")
     raws, changes = [], {}
     for split in range(args.n_splits):
         raw, split_changes = r1_changes(pools, *draw_split(split, pools, args.n_test, args.n_bank, args.n_far))
