@@ -28,6 +28,8 @@ class BayesianReranker(BaseEstimator):
     ``fit(X, y, groups=None)``: ``X`` holds the features (one row per sample),
     ``y`` the initial scores, ``groups`` which list (query) each sample belongs
     to; every list is reranked independently, in parallel over ``n_jobs``.
+    Scores are float64 whatever the input dtype: the solvers work in double
+    precision, and rounding to float32 would tie scores that they tell apart.
     """
 
     _parameter_constraints: dict = {
