@@ -220,6 +220,16 @@ def test_clone_params_pickle(rng, cls):
 
 
 @pytest.mark.parametrize("cls", ALL)
+def test_float32_input_gives_the_float64_scores(rng, cls):
+    # The solvers work in double precision; float32 input must not change the answer.
+    features, initial = two_clusters(rng)
+    expected = cls().fit_predict(features.astype(np.float32).astype(float), initial.astype(np.float32).astype(float))
+    scores = cls().fit_predict(features.astype(np.float32), initial.astype(np.float32))
+    assert scores.dtype == np.float64
+    assert_array_equal(scores, expected)
+
+
+@pytest.mark.parametrize("cls", ALL)
 def test_initial_score_strategies(rng, cls):
     features, initial = two_clusters(rng)
     for strategy in ("scores", "minmax", "rank"):  # a huge c reproduces the prior's order
