@@ -6,7 +6,7 @@ imports it unless a dask array is passed.
 
 import numpy as np
 
-from ._stats import ProbeMatrix, _reduce_rows, all_finite, check_finite_block
+from ._stats import ProbeMatrix, _reduce_rows
 
 
 def is_dask_array(array):
@@ -64,10 +64,5 @@ def transform_dask(normaliser, sims, needs_whole_rows):
 
 def _score_block(block, normaliser, block_info=None):
     rows, columns = (slice(*location) for location in block_info[0]["array-location"])
-    out = np.empty_like(block)
-    with np.errstate(invalid="ignore"):
-        # Blocks hold whole rows wherever the method needs them (see transform_dask).
-        normaliser._score(block, columns, None, out)
-    if not all_finite(out):
-        check_finite_block(block, rows, name="X", first_column=columns.start)
-    return out
+    # Blocks hold whole rows wherever the method needs them (see transform_dask).
+    return normaliser._checked_scores(block, columns, None, rows)

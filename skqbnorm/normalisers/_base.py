@@ -201,24 +201,25 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         batches = list(gen_batches(sims.shape[0], step))
         if effective_n_jobs(self.n_jobs) == 1:
             for rows in batches:
-                self._transform_rows(sims[rows], out[rows], rows)
+                self._checked_scores(sims[rows], slice(None), None, rows, out[rows])
         else:  # each task returns its block, so that process-based backends work too
             blocks = Parallel(n_jobs=self.n_jobs, prefer="threads")(
-                delayed(self._transform_rows)(sims[rows], None, rows) for rows in batches
+                delayed(self._checked_scores)(sims[rows], slice(None), None, rows) for rows in batches
             )
             for rows, block in zip(batches, blocks):
                 out[rows] = block
         return out
 
-    def _transform_rows(self, block, scores, rows):
-        scores = np.empty_like(block) if scores is None else scores
+    def _checked_scores(self, block, columns, row_state, rows, out=None):
+        """``_score`` of a block of query ``rows``, or an error naming its first NaN/inf."""
+        out = np.empty_like(block) if out is None else out
         with np.errstate(invalid="ignore"):
-            self._score(block, slice(None), None, scores)
+            self._score(block, columns, row_state, out)
         # Finite input gives finite scores (bar an overflowing probability), so the
         # scores, still in cache, are tested first and the input only if they fail.
-        if not all_finite(scores):
-            check_finite_block(block, rows, name="X")
-        return scores
+        if not all_finite(out):
+            check_finite_block(block, rows, name="X", first_column=columns.start or 0)
+        return out
 
     def _row_state(self, sims, columns, state=None):
         """Reduction over a row's columns that the scores need; none by default."""
@@ -294,13 +295,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             for columns, block in column_blocks():
                 state = self._row_state(block, columns, state)
         for columns, block in column_blocks():
-            block_scores = np.empty_like(block)
-            with np.errstate(invalid="ignore"):
-                self._score(block, columns, state, block_scores)
-            if not all_finite(block_scores):
-                rows = slice(first_row, first_row + len(block))
-                check_finite_block(block, rows, name="X", first_column=columns.start)
-            best = merge_top_k(best, block_scores, columns.start, k)
+            rows = slice(first_row, first_row + len(block))
+            best = merge_top_k(best, self._checked_scores(block, columns, state, rows), columns.start, k)
         return best
 
     def _given_column_blocks(self, chunks):
