@@ -141,10 +141,14 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             )
         dtype = np.result_type(bank_dtype, gallery.dtype)
         self.gallery_embeddings_ = prepare_embeddings(gallery.astype(dtype, copy=False), self.metric)
-        self.n_features_in_ = gallery.shape[0]
+        self._set_n_gallery(gallery.shape[0])
+        return self.gallery_embeddings_
+
+    def _set_n_gallery(self, n_gallery):
+        """The gallery size is n_features_in_; columns carry no names outside validate_data."""
+        self.n_features_in_ = n_gallery
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
-        return self.gallery_embeddings_
 
     def _reduce_dask(self, bank, gallery):
         """Fit statistics of a dask querybank, computed blockwise."""
@@ -153,9 +157,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         dtype = np.float32 if bank.dtype == np.float32 else np.float64
         if gallery is None:
             self.gallery_embeddings_, gallery_t = None, None
-            self.n_features_in_ = bank.shape[1]
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
+            self._set_n_gallery(bank.shape[1])
         else:
             gallery_t = self._set_gallery(gallery, bank.shape, dtype).T
         n_bank, n_gallery = bank.shape[0], self.n_features_in_
