@@ -70,17 +70,7 @@ class CSLS(QueryBankNormaliser):
         self.k = k
 
     def _check_sizes(self, n_bank, n_gallery):
-        shape = f"the querybank similarities have shape ({n_bank}, {n_gallery})"
-        if self.k > n_gallery:
-            raise ValueError(
-                f"k={self.k} is larger than the gallery: {shape}, so k must be at "
-                f"most {n_gallery} (n_features = {n_gallery})."
-            )
-        if self.k > n_bank:
-            raise ValueError(
-                f"k={self.k} is larger than the querybank: {shape}, so k must be at "
-                f"most {n_bank} (n_samples = {n_bank})."
-            )
+        self._check_k(n_bank, n_gallery, bank_too=True)  # r_B averages k bank similarities
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnTopKMean(self.k)]

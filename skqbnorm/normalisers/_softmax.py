@@ -172,18 +172,13 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         self.k = k
 
     def _check_sizes(self, n_bank, n_gallery):
-        if self.k > n_gallery:
-            raise ValueError(
-                f"k={self.k} is larger than the gallery: the querybank similarities "
-                f"have shape ({n_bank}, {n_gallery}), so k must be at most {n_gallery} "
-                f"(n_features = {n_gallery})."
-            )
+        self._check_k(n_bank, n_gallery)
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [ColumnLogSumExp(n_gallery, self.beta), RowTopKUnion(n_gallery, self.k)]
+        return [*super()._reducers(n_bank, n_gallery, dtype), RowTopKUnion(n_gallery, self.k)]
 
     def _learn(self, reducers):
-        self.log_normaliser_ = reducers[0].result()
+        super()._learn(reducers)
         self.activated_ = reducers[1].mask
 
     def _row_state(self, sims, columns, state=None):
