@@ -28,26 +28,33 @@ def rho_adjacent_pairs(initial_scores, rho):
     return strictly_ordered(high, low, initial_scores)
 
 
-def top_bottom_pairs(initial_scores, n_top, n_bottom):
-    """Each of the top ``n_top`` items with each of the bottom ``n_bottom``."""
+def top_and_bottom(initial_scores, n_top, n_bottom):
+    """The first ``n_top`` and last ``n_bottom`` items of the initial list (each at most N - 1)."""
     order = initial_order(initial_scores)
     n_top, n_bottom = min(n_top, len(order) - 1), min(n_bottom, len(order) - 1)
-    top, bottom = order[:n_top], order[len(order) - n_bottom :]
-    high, low = np.repeat(top, len(bottom)), np.tile(bottom, len(top))
+    return order[:n_top], order[len(order) - n_bottom :]
+
+
+def pairs_between(above, below, initial_scores):
+    """Each item of ``above`` with each of ``below``, where strictly ordered."""
+    high, low = np.repeat(above, len(below)), np.tile(below, len(above))
     return strictly_ordered(high, low, initial_scores)
+
+
+def top_bottom_pairs(initial_scores, n_top, n_bottom):
+    """Each of the top ``n_top`` items with each of the bottom ``n_bottom``."""
+    top, bottom = top_and_bottom(initial_scores, n_top, n_bottom)
+    return pairs_between(top, bottom, initial_scores)
 
 
 def clustering_pairs(features, initial_scores, n_top, n_bottom, n_clusters, random_state):
     """Pseudo-positives: the largest cluster of the top ``n_top`` items' features;
     pseudo-negatives: the bottom ``n_bottom``; every positive-negative pair."""
-    order = initial_order(initial_scores)
-    n_top, n_bottom = min(n_top, len(order) - 1), min(n_bottom, len(order) - 1)
-    top, bottom = order[:n_top], order[len(order) - n_bottom :]
-    n_clusters = min(n_clusters, n_top)
+    top, bottom = top_and_bottom(initial_scores, n_top, n_bottom)
+    n_clusters = min(n_clusters, len(top))
     labels = KMeans(n_clusters=n_clusters, n_init=3, random_state=random_state).fit_predict(features[top])
     positives = top[labels == np.bincount(labels).argmax()]
-    high, low = np.repeat(positives, len(bottom)), np.tile(bottom, len(positives))
-    return strictly_ordered(high, low, initial_scores)
+    return pairs_between(positives, bottom, initial_scores)
 
 
 def select_pairs(strategy, features, initial_scores, *, rho, n_top, n_bottom, n_clusters, random_state):
