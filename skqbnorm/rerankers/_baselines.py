@@ -6,7 +6,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from ..metrics import pointwise_distance
 from ._base import BayesianReranker
-from ._graph import quadratic_form
+from ._graph import degrees, laplacian, quadratic_form
 from ._solvers import solve_graph_system
 
 
@@ -136,7 +136,7 @@ class RandomWalkReranker(BayesianReranker):
         # With y = D^-1 x the fixed point reads ((1 + c) D - W) y = c v: symmetric and
         # positive definite. An isolated sample (d = 0) only keeps (1 - alpha) v, which
         # taking d = 1 for it reproduces.
-        degree = np.asarray(weights.sum(axis=1)).ravel()
+        degree = degrees(weights)
         degree[degree == 0] = 1.0
         system = (1 + self.c) * sparse.diags(degree) - weights
         density, info = solve_graph_system(system, self.c * initial, start=initial / degree)
@@ -147,9 +147,8 @@ class RandomWalkReranker(BayesianReranker):
 
 def random_walk_energy(weights, scores, initial, c):
     """``1/2 sum w_ij (x_i/d_i - x_j/d_j)^2 + c sum (x_i - v_i)^2 / d_i`` (isolated items skipped)."""
-    degree = np.asarray(weights.sum(axis=1)).ravel()
+    degree = degrees(weights)
     linked = degree > 0
     per_degree = np.divide(scores, degree, out=np.zeros_like(scores), where=linked)
-    graph_laplacian = sparse.diags(degree) - weights
     fidelity = ((scores - initial)[linked] ** 2 / degree[linked]).sum()
-    return quadratic_form(graph_laplacian, per_degree) + c * fidelity
+    return quadratic_form(laplacian(weights), per_degree) + c * fidelity

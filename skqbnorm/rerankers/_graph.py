@@ -55,9 +55,14 @@ def kernel_width(edge_distances, sigma):
     return float(np.median(positive)) if len(positive) else 1.0
 
 
+def degrees(weights):
+    """``d_i = sum_j w_ij``, as a 1-D array."""
+    return np.asarray(weights.sum(axis=1)).ravel()
+
+
 def laplacian(weights, *, normalised=False):
     """``L = D - W``, or ``I - D^-1/2 W D^-1/2`` (isolated items get a zero row)."""
-    degree = np.asarray(weights.sum(axis=1)).ravel()
+    degree = degrees(weights)
     if not normalised:
         return (sparse.diags(degree) - weights).tocsr()
     inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=degree > 0)
