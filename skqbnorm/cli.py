@@ -1,21 +1,47 @@
-"""The ``skqbnorm`` command line: ``skqbnorm demo`` and ``skqbnorm evaluate``."""
+"""The ``skqbnorm`` command line: ``skqbnorm demo`` and ``skqbnorm evaluate``.
+
+Every bad input ends in one line on stderr and exit status 2, and no input file is
+ever written: inputs are checked (header against file size, dtype, shape, finite
+values) before anything is computed, and ``--save`` writes a temporary file beside
+its target, reserved before the evaluation, that replaces the target at the end.
+"""
 
 import argparse
+import contextlib
 import csv
 import io
 import json
+import math
+import os
+import secrets
+import shutil
 import sys
 import time
+import zipfile
+import zlib
+from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils import gen_batches
 
 from . import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from ._stats import all_finite, rows_per_chunk
 from .metrics import hubness, retrieval_metrics
 
 COLUMNS = ("R@1", "R@5", "R@10", "MdR", "MnR", "skewness")
 METHODS = ("raw", "is", "dis", "csls", "gc", "cent")
-LABELS = {"raw": "raw similarities", "is": "IS", "dis": "DIS", "csls": "CSLS", "gc": "GC", "cent": "CENT"}
+LABELS = {
+    "raw": "raw similarities", "is": "IS", "dis": "DIS", "csls": "CSLS", "gc": "GC",
+    "cent": "CENT",
+}
+
+
+class CommandError(Exception):
+    """An error the command line reports in one line, with exit status 2."""
+
+
+# -- methods and evaluation -------------------------------------------------------------
 
 
 def make_normaliser(method, beta=20.0, k=None):
@@ -34,25 +60,62 @@ def make_normaliser(method, beta=20.0, k=None):
 def describe(method, normaliser):
     if normaliser is None:
         return LABELS[method]
-    params = {name: normaliser.get_params()[name] for name in ("beta", "k") if name in normaliser.get_params()}
-    return LABELS[method] + (" (" + ", ".join(f"{n}={v:g}" for n, v in params.items()) + ")" if params else "")
+    params = {name: value for name, value in normaliser.get_params().items()
+              if name in ("beta", "k")}
+    if not params:
+        return LABELS[method]
+    return LABELS[method] + " (" + ", ".join(f"{n}={v:g}" for n, v in params.items()) + ")"
 
 
-def evaluate(query_sims, gt, bank_sims, methods, beta=20.0, k=None, bank_name=None, progress=None):
+def evaluate(query_sims, gt, bank_sims, methods, beta=20.0, k=None, bank_name=None,
+             progress=None):
     """One row of retrieval metrics and hubness per method, and the last scores."""
     rows, scores = [], None
     for method in methods:
         start = time.perf_counter()
         normaliser = make_normaliser(method, beta, k)
-        scores = query_sims if normaliser is None else normaliser.fit(bank_sims).transform(query_sims)
-        row = {"bank": bank_name, "method": describe(method, normaliser)} if bank_name else {"method": describe(method, normaliser)}
+        if normaliser is None:
+            scores = query_sims
+        else:
+            scores = normaliser.fit(bank_sims).transform(query_sims)
+        row = {"bank": bank_name} if bank_name else {}
+        row["method"] = describe(method, normaliser)
         row.update(retrieval_metrics(scores, gt))
         row["skewness"] = hubness(scores, k=min(10, scores.shape[1]))["skewness"]
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
         if progress:
-            progress(f"  {row.get('bank') or ''} {row['method']}: {row['seconds']:.2f} s".replace("   ", "  "))
+            label = f"{bank_name} {row['method']}" if bank_name else row["method"]
+            progress(f"  {label}: {row['seconds']:.2f} s")
     return rows, scores
+
+
+def plan_methods(requested, args, n_bank, n_gallery):
+    """The requested methods that can run on these sizes.
+
+    Under ``--method all`` with the default k, a method whose k does not fit is
+    skipped with a note; a k the user gave, or a method asked for by name, is an error.
+    """
+    runnable = []
+    for method in requested:
+        normaliser = make_normaliser(method, args.beta, args.k)
+        try:
+            check_sizes(normaliser, n_bank, n_gallery)
+        except ValueError as error:
+            reason = f"{describe(method, normaliser)}: {error}"
+            if args.method != "all" or args.k is not None:
+                hint = "" if args.k is not None else " Give a smaller --k."
+                raise CommandError(f"{reason}{hint}") from error
+            note(f"skqbnorm evaluate: skipped {reason} Give --k to run it with a smaller k.")
+            continue
+        runnable.append(method)
+    return runnable
+
+
+def check_sizes(normaliser, n_bank, n_gallery):
+    """The normaliser's own size check (k against the gallery and querybank), without data."""
+    if normaliser is not None:
+        normaliser._check_sizes(n_bank, n_gallery)
 
 
 def format_rows(rows, style="table"):
@@ -65,74 +128,361 @@ def format_rows(rows, style="table"):
         writer.writeheader()
         writer.writerows(rows)
         return buffer.getvalue().rstrip("\n")
-    text_width = {key: max(len(key), *(len(str(row[key])) for row in rows)) for key in ("bank", "method") if key in rows[0]}
+    text_width = {key: max(len(key), *(len(str(row[key])) for row in rows))
+                  for key in ("bank", "method") if key in rows[0]}
     header = "".join(f"{key:<{width + 2}}" for key, width in text_width.items())
     header += "".join(f"{'skew' if c == 'skewness' else c:>8}" for c in COLUMNS)
     lines = [header, "-" * len(header)]
     for row in rows:
         line = "".join(f"{row[key]!s:<{width + 2}}" for key, width in text_width.items())
-        line += "".join(f"{row[c]:>8.2f}" if c == "skewness" else f"{row[c]:>8.1f}" for c in COLUMNS)
+        line += "".join(f"{row[c]:>8.2f}" if c == "skewness" else f"{row[c]:>8.1f}"
+                        for c in COLUMNS)
         lines.append(line)
     return "\n".join(lines)
 
 
-def load_matrix(path, name):
-    """A 2-D array from .npy (memory-mapped) or .npz (its one array, or the one named ``name``)."""
+# -- loading: headers checked before any mapping or decompression -----------------------
+
+# What an input may hold: dtype kinds (float, signed/unsigned integer, bool) and ranks.
+Expected = namedtuple("Expected", "kinds ndims what")
+SIMILARITIES = Expected("fiu", (2,), "a similarity matrix (float or integer)")
+TARGETS = Expected("iufb", (1, 2), "gallery indices (1-D integers) or a relevance matrix (2-D)")
+HEADER_READERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
+NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK"
+
+
+def checked_header(stream, size, where, expected):
+    """Shape and dtype from the .npy header at ``stream``, whose data must fit in ``size`` bytes.
+
+    Serves an .npy file (``size``: the file size) and an .npz member (``size``: the
+    uncompressed size from the zip directory), so nothing is mapped or decompressed
+    for a header that lies.
+    """
+    try:
+        version = np.lib.format.read_magic(stream)
+        if version not in HEADER_READERS:
+            raise ValueError(f"unsupported .npy format version {version}")
+        shape, _, dtype = HEADER_READERS[version](stream)
+        if any(length < 0 for length in shape):
+            raise ValueError(f"negative length in shape {shape}")
+    except (ValueError, TypeError, SyntaxError, OverflowError) as error:
+        raise CommandError(f"{where}: not a valid .npy file ({error}).") from error
+    if dtype.kind not in expected.kinds or dtype.fields is not None or dtype.subdtype:
+        raise CommandError(f"{where}: holds {dtype} values; expected {expected.what}.")
+    if len(shape) not in expected.ndims:
+        raise CommandError(f"{where}: has shape {shape}; expected {expected.what}.")
+    needed = stream.tell() + math.prod(shape) * dtype.itemsize
+    if needed > size:
+        raise CommandError(
+            f"{where}: truncated or corrupt: its header announces shape {shape} of {dtype} "
+            f"({needed} bytes with the header) but it holds only {size} bytes."
+        )
+    return shape, dtype
+
+
+def load_array(path, option, expected):
+    """The array in ``path``: an .npy memory-mapped, or the chosen member of an .npz."""
     path = Path(path)
+    where = f"{option} {path}"
+    if path.is_dir():
+        raise CommandError(f"{where}: is a folder, not a .npy or .npz file.")
+    if not path.exists():
+        raise CommandError(f"{where}: no such file.")
     if not path.is_file():
-        raise CommandError(f"{path}: no such file (given as --{name.replace('_', '-')}).")
-    if path.suffix == ".npy":
-        return np.load(path, mmap_mode="r")
-    if path.suffix == ".npz":
-        with np.load(path) as archive:
-            keys = list(archive.keys())
-            if len(keys) == 1 or name in keys:
-                return archive[keys[0] if len(keys) == 1 else name]
-            raise CommandError(f"{path} holds several arrays {keys}; name one of them {name!r}.")
-    raise CommandError(f"{path}: expected a .npy or .npz file.")
+        raise CommandError(f"{where}: is not a regular file.")
+    if path.suffix not in (".npy", ".npz"):
+        raise CommandError(f"{where}: expected a .npy or .npz file.")
+    try:
+        with open(path, "rb") as stream:
+            check_content(stream.read(len(NPY_MAGIC)), path.suffix, where)
+            stream.seek(0)
+            if path.suffix == ".npy":
+                checked_header(stream, os.fstat(stream.fileno()).st_size, where, expected)
+        if path.suffix == ".npy":
+            return np.load(path, mmap_mode="r", allow_pickle=False)
+        return load_npz_member(path, option.lstrip("-").replace("-", "_"), where, expected)
+    except OSError as error:
+        raise CommandError(f"{where}: cannot read it ({error.strerror or error}).") from error
 
 
-class CommandError(Exception):
-    """An error the command line reports in one line, with exit status 2."""
+def check_content(start, suffix, where):
+    """Refuse a file whose first bytes do not match its suffix."""
+    if not start:
+        raise CommandError(f"{where}: is empty (0 bytes).")
+    content = ".npy" if start == NPY_MAGIC else ".npz" if start.startswith(ZIP_MAGIC) else None
+    if content is None:
+        raise CommandError(f"{where}: is neither an .npy file nor an .npz archive.")
+    if content != suffix:
+        kind = "an .npy array" if content == ".npy" else "a zip archive (.npz)"
+        raise CommandError(f"{where}: holds {kind} under a {suffix} name; rename it {content}.")
+
+
+def load_npz_member(path, name, where, expected):
+    """One array of an .npz: its header and size checked before its data is decompressed."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            member = choose_member(archive, name, where)
+            info = archive.getinfo(member)
+            where = f"{where} [{member}]"
+            with archive.open(info) as stream:
+                shape, dtype = checked_header(stream, info.file_size, where, expected)
+            check_fits_in_memory(math.prod(shape) * dtype.itemsize, where)
+            with archive.open(info) as stream:
+                return np.lib.format.read_array(stream, allow_pickle=False)
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError,
+            RuntimeError) as error:
+        raise CommandError(f"{where}: not a readable .npz archive ({error}).") from error
+    except MemoryError as error:
+        raise CommandError(f"{where}: does not fit in memory; save it as .npy.") from error
+
+
+def choose_member(archive, name, where):
+    """The member holding the one array of the archive, or the array called ``name``."""
+    arrays = {member[: -len(".npy")]: member for member in archive.namelist()
+              if member.endswith(".npy")}
+    if len(arrays) == 1:
+        return next(iter(arrays.values()))
+    if name in arrays:
+        return arrays[name]
+    if not arrays:
+        raise CommandError(f"{where}: holds no arrays.")
+    raise CommandError(f"{where} holds several arrays {list(arrays)}; name one of them {name!r}.")
+
+
+def check_fits_in_memory(n_bytes, where):
+    """An .npz member is decompressed into memory: refuse one larger than the machine's RAM."""
+    memory = physical_memory()
+    if memory is not None and n_bytes > memory:
+        raise CommandError(
+            f"{where}: needs {n_bytes / 2**30:.1f} GiB decompressed, more than this machine's "
+            f"{memory / 2**30:.1f} GiB; save it as .npy, which is memory-mapped."
+        )
+
+
+def physical_memory():
+    """The machine's RAM in bytes, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def load_similarities(path, option):
+    """A 2-D, non-empty, finite similarity matrix (an .npy stays memory-mapped)."""
+    matrix = load_array(path, option, SIMILARITIES)
+    where = f"{option} {path}"
+    if matrix.shape[0] == 0:
+        raise CommandError(f"{where}: has shape {matrix.shape}; it needs at least one row.")
+    if matrix.shape[1] == 0:
+        raise CommandError(f"{where}: has shape {matrix.shape}; the gallery is empty.")
+    check_finite(matrix, where)
+    return matrix
+
+
+def check_finite(matrix, where):
+    """Name the first NaN or inf, reading the matrix in row blocks."""
+    if matrix.dtype.kind != "f":
+        return
+    step = rows_per_chunk(matrix.shape[1], matrix.dtype.itemsize, n_buffers=2)
+    for rows in gen_batches(matrix.shape[0], step):
+        block = np.asarray(matrix[rows])
+        if not all_finite(block):
+            row, column = np.argwhere(~np.isfinite(block))[0]
+            raise CommandError(
+                f"{where}: the similarity of row {rows.start + row} to gallery item {column} "
+                f"is {block[row, column]}; every similarity must be finite."
+            )
+
+
+def load_gt(path, shape):
+    """The correct gallery index per query (int64) or a boolean relevance matrix, checked."""
+    where = f"--gt {path}"
+    gt = np.array(load_array(path, "--gt", TARGETS))
+    if gt.ndim == 2:
+        return relevance_matrix(gt, shape, where)
+    n_queries, n_gallery = shape
+    if gt.dtype.kind == "b":
+        raise CommandError(f"{where}: holds booleans; a 1-D gt holds one gallery index per query.")
+    if len(gt) != n_queries:
+        raise CommandError(
+            f"{where}: has shape {gt.shape}; gt needs one gallery index per query of "
+            f"--sims ({n_queries},)."
+        )
+    bad = np.flatnonzero(~np.isfinite(gt) | (gt != np.round(gt)) | (gt < 0) | (gt >= n_gallery))
+    if bad.size:
+        raise CommandError(
+            f"{where}: gt must hold gallery indices in [0, {n_gallery}); query {bad[0]} "
+            f"has {gt[bad[0]]} ({bad.size} such queries)."
+        )
+    return gt.astype(np.int64)
+
+
+def relevance_matrix(gt, shape, where):
+    """A 2-D gt: 0/1 (or boolean) of the shape of --sims, with a relevant item per query."""
+    if gt.shape != tuple(shape):
+        raise CommandError(
+            f"{where}: a relevance matrix gt must have the shape of --sims {tuple(shape)}; "
+            f"got {gt.shape}."
+        )
+    bad = np.argwhere((gt != 0) & (gt != 1))
+    if bad.size:
+        row, column = bad[0]
+        raise CommandError(
+            f"{where}: a relevance matrix holds only 0 and 1; query {row}, gallery item "
+            f"{column} has {gt[row, column]}."
+        )
+    relevant = gt.astype(bool)
+    empty = np.flatnonzero(~relevant.any(axis=1))
+    if empty.size:
+        raise CommandError(f"{where}: query {empty[0]} has no relevant gallery item.")
+    return relevant
+
+
+# -- the output: never an input, reserved before the evaluation, replaced at the end ------
+
+
+def output_path(save):
+    """The file ``--save`` writes: ``.npy`` is appended when the name lacks it."""
+    if not save:
+        raise CommandError("--save needs a file name such as out.npy.")
+    if save.endswith(os.sep) or Path(save).is_dir():
+        raise CommandError(f"--save {save}: is a folder; give a file name such as out.npy.")
+    if save.endswith(".npz"):
+        raise CommandError(f"--save {save}: writes one .npy file, not an .npz archive.")
+    return Path(save if save.endswith(".npy") else save + ".npy")
+
+
+class ReservedOutput:
+    """A temporary file beside the target (resolved through links), created at once.
+
+    Creating it proves the folder writable before any work is done; :meth:`commit`
+    fills it and replaces the target, and leaving the ``with`` block without a commit
+    removes it. The target is refused when it is one of ``inputs`` (same file, also
+    through symbolic or hard links) or anything but a regular file.
+    """
+
+    def __init__(self, path, inputs):
+        self.target = Path(os.path.realpath(path))
+        check_target(self.target, path, inputs)
+        name = f".{self.target.name}.{secrets.token_hex(4)}.tmp"
+        self.temporary = self.target.parent / name
+        try:
+            descriptor = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError as error:
+            raise CommandError(
+                f"--save {path}: cannot write in {self.target.parent} "
+                f"({error.strerror or error})."
+            ) from error
+        self.file = os.fdopen(descriptor, "wb")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.file.close()
+        self.temporary.unlink(missing_ok=True)
+
+    def commit(self, array):
+        """Write ``array`` and move it into place; return the path written."""
+        np.save(self.file, array, allow_pickle=False)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+        if self.target.exists():
+            shutil.copymode(self.target, self.temporary)
+        os.replace(self.temporary, self.target)
+        return self.target
+
+
+def check_target(target, path, inputs):
+    """Refuse a target in no folder, a folder, an input, or a file that is not writable."""
+    folder = target.parent
+    if not folder.is_dir():
+        reason = "does not exist" if not folder.exists() else "is not a folder"
+        raise CommandError(f"--save {path}: the folder {folder} {reason}.")
+    if target.is_dir():
+        raise CommandError(f"--save {path}: is a folder; give a file name such as out.npy.")
+    if not target.exists():
+        return
+    if not target.is_file():
+        raise CommandError(f"--save {path}: exists and is not a regular file.")
+    for option, source in inputs.items():
+        if source is not None and Path(source).exists() and os.path.samefile(target, source):
+            raise CommandError(
+                f"--save {path}: is the input {option} {source} (the same file); "
+                "choose another name."
+            )
+    if not os.access(target, os.W_OK):
+        raise CommandError(f"--save {path}: exists and is read-only.")
+
+
+# -- the commands -----------------------------------------------------------------------
 
 
 def run_evaluate(args):
-    query_sims = load_matrix(args.sims, "sims")
-    bank_sims = load_matrix(args.bank_sims, "bank_sims")
-    for name, matrix in (("--sims", query_sims), ("--bank-sims", bank_sims)):
-        if matrix.ndim != 2:
-            raise CommandError(f"{name} must be a 2-D matrix; got shape {matrix.shape}.")
+    if args.save is not None and args.method == "all":
+        raise CommandError("--save writes one normalised matrix: choose one --method.")
+    inputs = {"--sims": args.sims, "--bank-sims": args.bank_sims, "--gt": args.gt}
+    output = reserve_output(args.save, inputs)
+    with output:
+        query_sims, bank_sims, gt = load_inputs(args)
+        requested = METHODS if args.method == "all" else tuple(dict.fromkeys(("raw", args.method)))
+        methods = plan_methods(requested, args, *bank_sims.shape)
+        progress = None if args.quiet else note
+        try:
+            rows, scores = evaluate(query_sims, gt, bank_sims, methods, args.beta, args.k,
+                                    progress=progress)
+        except ValueError as error:
+            raise CommandError(str(error)) from error
+        except MemoryError as error:
+            raise CommandError("ran out of memory during the evaluation.") from error
+        written = output.commit(scores) if args.save is not None else None
+    print(format_rows(rows, args.format))
+    if written and progress:
+        progress(f"wrote {written}: {scores.shape} {scores.dtype}")
+    return 0
+
+
+def reserve_output(save, inputs):
+    """A :class:`ReservedOutput` for ``--save`` (a no-op context without it)."""
+    if save is None:
+        return contextlib.nullcontext()
+    return ReservedOutput(output_path(save), inputs)
+
+
+def load_inputs(args):
+    """The query and bank similarities and gt, every one checked."""
+    query_sims = load_similarities(args.sims, "--sims")
+    bank_sims = load_similarities(args.bank_sims, "--bank-sims")
     if bank_sims.shape[1] != query_sims.shape[1]:
         raise CommandError(
-            f"--sims has shape {query_sims.shape} and --bank-sims has shape {bank_sims.shape}: "
-            "both need one column per gallery item."
+            f"--sims has shape {query_sims.shape} and --bank-sims has shape "
+            f"{bank_sims.shape}: both need one column per gallery item."
         )
-    if args.gt is not None:
-        gt = np.asarray(load_matrix(args.gt, "gt"))
-    elif query_sims.shape[0] == query_sims.shape[1]:
-        gt = np.arange(query_sims.shape[0])  # query i <-> gallery item i
-    else:
-        raise CommandError(f"--sims has shape {query_sims.shape}, not square: give --gt with the correct item per query.")
-    methods = METHODS if args.method == "all" else ("raw", args.method) if args.method != "raw" else ("raw",)
-    if args.save and args.method == "all":
-        raise CommandError("--save writes one normalised matrix: choose one --method.")
-    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr))
-    try:
-        rows, scores = evaluate(query_sims, gt, bank_sims, methods, args.beta, args.k, progress=progress)
-    except ValueError as error:
-        raise CommandError(str(error)) from error
-    print(format_rows(rows, args.format))
-    if args.save:
-        np.save(args.save, scores)
-        if progress:
-            progress(f"wrote {args.save}: {scores.shape} {scores.dtype}")
-    return 0
+    if args.gt is None:
+        return query_sims, bank_sims, default_gt(query_sims.shape)
+    return query_sims, bank_sims, load_gt(args.gt, query_sims.shape)
+
+
+def default_gt(shape):
+    if shape[0] != shape[1]:
+        raise CommandError(
+            f"--sims has shape {shape}, not square: give --gt with the correct item per query."
+        )
+    return np.arange(shape[0])  # query i <-> gallery item i
+
+
+def note(line):
+    print(line, file=sys.stderr)
 
 
 def run_demo(args):
     from .datasets import load_wordnet_revdict
 
-    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr))
+    progress = None if args.quiet else note
     data = load_wordnet_revdict()
     if progress:
         progress(f"WordNet reverse dictionary: {len(data.query_gt)} definitions query "
@@ -147,27 +497,77 @@ def run_demo(args):
         if progress:
             progress(f"{bank_name} querybank: {bank_sims.shape[0]} queries")
         methods = METHODS if not rows else METHODS[1:]
-        rows += evaluate(query_sims, data.query_gt, bank_sims, methods, bank_name=bank_name, progress=progress)[0]
+        rows += evaluate(query_sims, data.query_gt, bank_sims, methods, bank_name=bank_name,
+                         progress=progress)[0]
     rows[0]["bank"] = "(none)"
     print(format_rows(rows, args.format))
     return 0
 
 
+# -- arguments --------------------------------------------------------------------------
+
+
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number; got {text!r}")
+    return value
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
+
+
+EVALUATE_NOTES = """\
+Every input is checked before anything is computed; a bad one ends in one line on
+stderr and exit status 2. --save never writes onto an input (also through links):
+it writes a temporary file in the target's folder, checked writable before the
+evaluation, and moves it into place at the end.
+
+--method all with the default k skips CSLS (k=10) when the gallery or the querybank
+has fewer than 10 items, and says so on stderr; an explicit --k that is too large,
+or a method named with --method that cannot run, is an error.
+"""
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="skqbnorm", description="Hubness-aware retrieval: querybank normalisation.")
+    parser = argparse.ArgumentParser(
+        prog="skqbnorm", description="Hubness-aware retrieval: querybank normalisation."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="every normaliser on the bundled WordNet reverse dictionary")
-    evaluate_ = commands.add_parser("evaluate", help="normalise and score your own similarity matrices")
-    evaluate_.add_argument("--sims", required=True, help="query x gallery similarities (.npy or .npz)")
-    evaluate_.add_argument("--bank-sims", required=True, help="querybank x gallery similarities (.npy or .npz)")
-    evaluate_.add_argument("--gt", help="correct gallery index per query (.npy/.npz); default: the diagonal")
-    evaluate_.add_argument("--method", default="all", choices=("all",) + METHODS, help="normaliser (default: all)")
-    evaluate_.add_argument("--beta", type=float, default=20.0, help="inverse temperature of IS and DIS")
-    evaluate_.add_argument("--k", type=int, default=None, help="k of DIS (default 1) and CSLS (default 10)")
-    evaluate_.add_argument("--save", help="write the normalised matrix of --method to this .npy file")
+    demo = commands.add_parser(
+        "demo", help="every normaliser on the bundled WordNet reverse dictionary"
+    )
+    evaluate_ = commands.add_parser(
+        "evaluate", help="normalise and score your own similarity matrices",
+        epilog=EVALUATE_NOTES, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add = evaluate_.add_argument
+    add("--sims", required=True, help="query x gallery similarities (.npy or .npz)")
+    add("--bank-sims", required=True, help="querybank x gallery similarities (.npy or .npz)")
+    add("--gt", help="correct gallery index per query, or a 0/1 relevance matrix of the shape "
+                     "of --sims (.npy/.npz; whole-number floats accepted); default: the diagonal")
+    add("--method", default="all", choices=("all",) + METHODS, help="normaliser (default: all)")
+    add("--beta", type=positive_float, default=20.0, help="inverse temperature of IS and DIS (positive; default 20)")
+    add("--k", type=positive_int, default=None,
+        help="k of DIS (default 1) and CSLS (default 10); must not exceed the gallery "
+             "(nor, for CSLS, the querybank)")
+    add("--save", metavar="OUT.npy",
+        help="write the normalised matrix of --method to this file (.npy is appended when "
+             "missing; an input or a folder is refused)")
     for command in (demo, evaluate_):
         command.add_argument("--format", default="table", choices=("table", "json", "csv"))
-        command.add_argument("--quiet", action="store_true", help="no progress output on stderr")
+        command.add_argument("--quiet", action="store_true",
+                             help="no progress output on stderr (notes on skipped methods stay)")
     demo.set_defaults(run=run_demo)
     evaluate_.set_defaults(run=run_evaluate)
     return parser
@@ -179,4 +579,5 @@ def main(argv=None):
     try:
         return args.run(args)
     except CommandError as error:
-        parser.exit(2, f"skqbnorm {args.command}: error: {error}\n")
+        message = " ".join(str(error).split())
+        parser.exit(2, f"skqbnorm {args.command}: error: {message}\n")

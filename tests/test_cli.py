@@ -24,9 +24,9 @@ def files(tmp_path):
 def test_evaluate_matches_the_library(files, capsys, tmp_path):
     paths, sims, gt, bank = files
     out = tmp_path / "out.npy"
-    code = main(["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]), "--gt",
-                 str(paths["gt"]), "--method", "dis", "--beta", "30", "--k", "2", "--format", "json",
-                 "--save", str(out)])
+    code = main(["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]),
+                 "--gt", str(paths["gt"]), "--method", "dis", "--beta", "30", "--k", "2",
+                 "--format", "json", "--save", str(out)])
     assert code == 0
     rows = json.loads(capsys.readouterr().out)
     expected = DynamicInvertedSoftmax(beta=30, k=2).fit(bank).transform(sims)
@@ -38,7 +38,8 @@ def test_evaluate_matches_the_library(files, capsys, tmp_path):
 
 def test_evaluate_all_methods_as_csv_and_table(files, capsys):
     paths, *_ = files
-    args = ["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]), "--gt", str(paths["gt"]), "--quiet"]
+    args = ["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]),
+            "--gt", str(paths["gt"]), "--quiet"]
     assert main(args + ["--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "method,R@1,R@5,R@10,MdR,MnR,skewness,seconds" and len(lines) == 7
@@ -50,24 +51,28 @@ def test_evaluate_takes_the_diagonal_when_square_and_reads_npz(tmp_path, capsys)
     sims = np.eye(5) + 0.01
     np.savez(tmp_path / "sims.npz", sims=sims)
     np.save(tmp_path / "bank.npy", np.random.default_rng(0).normal(size=(20, 5)))
-    assert main(["evaluate", "--sims", str(tmp_path / "sims.npz"), "--bank-sims", str(tmp_path / "bank.npy"),
+    assert main(["evaluate", "--sims", str(tmp_path / "sims.npz"),
+                 "--bank-sims", str(tmp_path / "bank.npy"),
                  "--method", "raw", "--format", "json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["R@1"] == 100.0
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda p: ["--sims", str(p["sims"]) + ".missing"], "no such file"),
-    (lambda p: ["--bank-sims", str(p["bad_bank"])], r"--sims has shape \(200, 50\) and --bank-sims has shape \(300, 49\)"),
+    (lambda p: ["--bank-sims", str(p["bad_bank"])],
+     r"--sims has shape \(200, 50\) and --bank-sims has shape \(300, 49\)"),
     (lambda p: ["--method", "magic"], "invalid choice: 'magic'"),
     (lambda p: ["--gt", str(p["bad_gt"])], "gt must hold gallery indices"),
     (lambda p: ["--save", "x.npy"], "--save writes one normalised matrix"),
 ])
 def test_evaluate_errors_exit_non_zero(files, capsys, change, message):
     paths, _, gt, bank = files
-    paths = dict(paths, bad_bank=paths["bank"].with_name("bad_bank.npy"), bad_gt=paths["gt"].with_name("bad_gt.npy"))
+    paths = dict(paths, bad_bank=paths["bank"].with_name("bad_bank.npy"),
+                 bad_gt=paths["gt"].with_name("bad_gt.npy"))
     np.save(paths["bad_bank"], bank[:, :49])
     np.save(paths["bad_gt"], gt + 50)
-    args = {"--sims": str(paths["sims"]), "--bank-sims": str(paths["bank"]), "--gt": str(paths["gt"])}
+    args = {"--sims": str(paths["sims"]), "--bank-sims": str(paths["bank"]),
+            "--gt": str(paths["gt"])}
     extra = change(paths)
     args.update(dict(zip(extra[::2], extra[1::2])))
     with pytest.raises(SystemExit) as exit_info:
