@@ -6,7 +6,7 @@ imports it unless a dask array is passed.
 
 import numpy as np
 
-from ._stats import ProbeMatrix, _reduce_rows
+from ._stats import ProbeMatrix, _reduce_rows, alignment
 
 
 def is_dask_array(array):
@@ -26,15 +26,21 @@ def as_float(array):
 def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
     """Fit reductions over a dask bank: one task per block of rows, merged as a tree.
 
-    The bank is rechunked to whole rows (a row's top-k needs every gallery item),
-    so each task holds one row block; the partial reducers are merged pairwise.
+    The bank is rechunked to whole rows (a row's top-k needs every gallery item)
+    and to whole leaves of the reduction trees (see ``ColumnTree``), so each task
+    holds one row block; the partial reducers, made here so that every task's
+    agree, are merged pairwise.
     """
     import dask
 
-    bank = as_float(bank).rechunk({1: -1})
+    bank = as_float(bank)
+    align = ProbeMatrix(bank, gallery_t, metric, bank.dtype).alignment(alignment(make_reducers()))
+    bank = bank.rechunk({0: -(-bank.chunks[0][0] // align) * align, 1: -1})
     offsets = np.cumsum((0,) + bank.chunks[0][:-1])
     parts = [
-        dask.delayed(_reduce_block)(block, gallery_t, metric, make_reducers, int(offset), working_memory)
+        dask.delayed(_reduce_block)(
+            block, gallery_t, metric, make_reducers(), int(offset), working_memory
+        )
         for block, offset in zip(bank.to_delayed().ravel(), offsets)
     ]
     while len(parts) > 1:
@@ -42,9 +48,9 @@ def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
     return parts[0].compute()
 
 
-def _reduce_block(block, gallery_t, metric, make_reducers, first_row, working_memory):
+def _reduce_block(block, gallery_t, metric, reducers, first_row, working_memory):
     probe = ProbeMatrix(block, gallery_t, metric, block.dtype)
-    return _reduce_rows(probe, make_reducers(), first_row, working_memory)
+    return _reduce_rows(probe, reducers, first_row, working_memory)
 
 
 def _merge(reducers, others=None):

@@ -24,6 +24,11 @@ DEFAULT_WORKING_MEMORY = 16
 MIN_PRODUCT_ROWS = 2048
 PRODUCT_MEMORY = 256
 
+#: Bound, in MiB of float64, and cap on the rows of a leaf of the fit's reduction
+#: trees (see ``ColumnTree``): larger leaves spend less time combining nodes.
+LEAF_MEMORY = 16
+MAX_LEAF_ROWS = 256
+
 
 def rows_per_chunk(n_columns, itemsize, working_memory=None, n_buffers=2):
     """Number of rows such that ``n_buffers`` blocks of ``n_columns`` fit the budget."""
@@ -32,9 +37,16 @@ def rows_per_chunk(n_columns, itemsize, working_memory=None, n_buffers=2):
 
 
 def prepare_embeddings(embeddings, metric):
-    """Embeddings ready for a dot product under ``metric`` (unit rows for cosine)."""
+    """Embeddings ready for a dot product under ``metric`` (unit rows for cosine).
+
+    For cosine, every row is first scaled by a power of two (exact) to a largest
+    magnitude in [0.5, 1), so that its norm neither overflows nor underflows,
+    whatever the embeddings' scale (1e200 or 1e-170 alike).
+    """
     if metric == "cosine":
-        return normalize(embeddings, norm="l2", copy=True)
+        _, exponent = np.frexp(np.abs(embeddings).max(axis=1, initial=0))
+        scaled = np.ldexp(embeddings, -exponent[:, None].astype(np.int32))
+        return normalize(scaled, norm="l2", copy=False)
     return embeddings
 
 
@@ -68,29 +80,49 @@ class ProbeMatrix:
         """The probe matrix restricted to a range of bank rows."""
         return ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype)
 
-    def block(self, rows):
-        """The block ``P[rows]`` as an in-memory array of ``self.dtype``."""
+    def block(self, rows, first_row=0):
+        """The block ``P[rows]`` as an in-memory array of ``self.dtype``.
+
+        Non-float input (e.g. an int16 memmap) is cast here, one block at a time.
+        ``first_row`` numbers the rows in error messages.
+        """
         if self.gallery_t is None:
             return np.asarray(self.bank[rows], dtype=self.dtype)
         queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
-        return queries @ self.gallery_t
+        first = slice(first_row + rows.start, first_row + rows.stop)
+        return embedding_products(queries, self.gallery_t, first, "querybank", self.metric)
 
-    def blocks(self, working_memory=None, n_buffers=3, first_row=0):
+    def product_rows(self, align=1):
+        """Bank rows per matrix product in embedding mode: a power of two, at least ``align``.
+
+        Up to ``MIN_PRODUCT_ROWS`` rows within ``PRODUCT_MEMORY`` MiB (smaller products
+        waste the matrix product's packing of the gallery), whatever the budget: BLAS
+        may round a row differently in products of other sizes, so the products are
+        fixed groups of rows, aligned to absolute row numbers.
+        """
+        n_columns = self.shape[1]
+        affordable = rows_per_chunk(n_columns, self.dtype.itemsize, PRODUCT_MEMORY, n_buffers=1)
+        return max(align, 1 << (min(MIN_PRODUCT_ROWS, affordable).bit_length() - 1))
+
+    def alignment(self, align=1):
+        """Rows per group that blocks and jobs must keep whole (see ``blocks``)."""
+        return align if self.gallery_t is None else self.product_rows(align)
+
+    def blocks(self, working_memory=None, n_buffers=3, first_row=0, align=1):
         """Row blocks within the memory budget, with their rows numbered from ``first_row``.
 
-        In embedding mode the similarities are computed in products of up to
-        ``MIN_PRODUCT_ROWS`` bank rows within ``PRODUCT_MEMORY`` MiB (smaller ones
-        waste the matrix product's packing of the gallery), then handed on in
-        budget-sized slices.
+        Blocks hold whole groups of ``align`` rows (the leaves of the reduction
+        trees, see ``ColumnTree``), so a tiny budget still reads one group at a time.
+        In embedding mode the similarities are computed in products of
+        ``product_rows`` bank rows, then handed on in budget-sized slices.
+        ``first_row`` is a multiple of ``alignment(align)``.
         """
         n_rows, n_columns = self.shape
         step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
-        product_step = step
-        if self.gallery_t is not None:
-            affordable = rows_per_chunk(n_columns, self.dtype.itemsize, PRODUCT_MEMORY, n_buffers=1)
-            product_step = max(step, min(MIN_PRODUCT_ROWS, affordable))
+        step = max(align, step - step % align)
+        product_step = step if self.gallery_t is None else self.product_rows(align)
         for start in range(0, n_rows, product_step):
-            product = self.block(slice(start, min(start + product_step, n_rows)))
+            product = self.block(slice(start, min(start + product_step, n_rows)), first_row)
             for offset in range(0, len(product), step):
                 block = product[offset : offset + step]
                 rows = slice(first_row + start + offset, first_row + start + offset + len(block))
@@ -108,6 +140,28 @@ def all_finite(block):
     return bool(np.isfinite(np.vdot(block, block)) or np.isfinite(block).all())
 
 
+def embedding_products(queries, gallery_t, rows, name, metric, first_column=0):
+    """``queries @ gallery_t``, or an error naming a non-finite embedding or an overflow."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sims = queries @ gallery_t
+    if all_finite(sims):
+        return sims
+    if not all_finite(queries):  # dask banks reach here unchecked
+        bad = np.argwhere(~np.isfinite(queries))[0]
+        raise ValueError(
+            f"Input {name} contains NaN or infinity: embedding {rows.start + bad[0]}, "
+            f"dimension {bad[1]} is {queries[tuple(bad)]}."
+        )
+    bad = np.argwhere(~np.isfinite(sims))[0]
+    raise ValueError(
+        f"The similarity of {name} row {rows.start + bad[0]} to gallery item "
+        f"{first_column + bad[1]} "
+        f"overflows {sims.dtype} under metric={metric!r}: the {name} and gallery embeddings "
+        f"are too large (largest magnitudes {np.abs(queries).max():.3g} and "
+        f"{np.abs(gallery_t).max():.3g}). Rescale them, or use metric='cosine'."
+    )
+
+
 def check_finite_block(block, rows, name="querybank", first_column=0):
     if all_finite(block):
         return
@@ -123,20 +177,28 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
 
     With several jobs, each reduces a contiguous range of bank rows (threads share
     the bank; under joblib's dask backend each task receives only its rows) within
-    its share of ``working_memory``, and the partial reducers are merged in row
-    order. Results agree with a single pass up to floating-point reassociation.
+    its share of ``working_memory``, and the partial reducers are merged. Every
+    reducer's result is bitwise independent of the split (see ``ColumnTree``).
     """
     n_rows = probe.shape[0]
-    n_parts = max(1, min(effective_n_jobs(n_jobs), n_rows))
+    first = make_reducers()
+    align = probe.alignment(alignment(first))  # whole leaves and products per job
+    n_groups = -(-n_rows // align)
+    n_parts = max(1, min(effective_n_jobs(n_jobs), n_groups))
     if n_parts == 1:
-        return _reduce_rows(probe, make_reducers(), 0, working_memory)
-    bounds = np.linspace(0, n_rows, n_parts + 1).astype(int)
+        return _reduce_rows(probe, first, 0, working_memory)
+    bounds = np.minimum(np.linspace(0, n_groups, n_parts + 1).astype(int) * align, n_rows)
     share = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) / n_parts
     # The jobs share the cores: BLAS (the embedding products) must not spawn its own
     # threads on top, or both oversubscribe.
     with threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas"):
         parts = Parallel(n_jobs=n_jobs, prefer="threads")(
-            delayed(_reduce_rows)(probe.rows(slice(start, stop)), make_reducers(), start, share)
+            delayed(_reduce_rows)(
+                probe.rows(slice(start, stop)),
+                first if start == 0 else make_reducers(),
+                start,
+                share,
+            )
             for start, stop in itertools.pairwise(bounds)
         )
     reducers = parts[0]
@@ -146,56 +208,216 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     return reducers
 
 
+def alignment(reducers):
+    """Rows per group that blocks must keep whole: the largest leaf of the reducers' trees."""
+    return max((getattr(reducer, "leaf_rows", 1) for reducer in reducers), default=1)
+
+
 def _reduce_rows(probe, reducers, first_row, working_memory):
-    for rows, block in probe.blocks(working_memory, first_row=first_row):
+    for rows, block in probe.blocks(working_memory, first_row=first_row, align=alignment(reducers)):
         for reducer in reducers:
             reducer.update(block, rows)
     return reducers
 
 
-class ColumnLogSumExp:
-    """``logsumexp_i(beta * P[i, j])`` for every column j, in float64 accumulators."""
+def leaf_rows(n_columns):
+    """Bank rows per leaf of a ``ColumnTree``: a power of two, from the gallery size alone.
 
-    def __init__(self, n_columns, beta):
-        self.beta = beta
-        self.max = np.full(n_columns, -np.inf)
-        self.sum = np.zeros(n_columns)
-
-    def update(self, block, rows):
-        scaled = np.multiply(block, block.dtype.type(self.beta))
-        new_max = np.maximum(self.max, scaled.max(axis=0))
-        self.sum *= np.exp(self.max - new_max)
-        scaled -= new_max.astype(block.dtype)
-        np.exp(scaled, out=scaled)
-        self.sum += scaled.sum(axis=0)
-        self.max = new_max
-
-    def merge(self, other):
-        new_max = np.maximum(self.max, other.max)
-        self.sum = self.sum * np.exp(self.max - new_max) + other.sum * np.exp(other.max - new_max)
-        self.max = new_max
-
-    def result(self):
-        return self.max + np.log(self.sum)
+    About ``LEAF_MEMORY`` MiB of float64 and at most ``MAX_LEAF_ROWS`` rows; fit's
+    blocks and jobs hold whole leaves, so a block has at least this many rows.
+    """
+    rows = LEAF_MEMORY * 2**20 // (8 * max(n_columns, 1))
+    return 1 << min(MAX_LEAF_ROWS.bit_length() - 1, max(rows, 1).bit_length() - 1)
 
 
-class ColumnMean:
-    """Column mean, from float64 column sums."""
+class ColumnTree:
+    """A column reduction combined over one fixed binary tree of the bank rows.
+
+    The leaves are aligned groups of ``leaf_rows(n_columns)`` bank rows; node
+    ``(level, index)`` covers leaves ``[index * 2**level, (index + 1) * 2**level)``
+    and its value is always its two children's, combined in that order. Blocks and
+    jobs hold whole leaves (see ``ProbeMatrix.blocks`` and ``reduce_bank``) and
+    contribute whole aligned subtrees, so the root is bitwise the same for every
+    split of the bank: the fitted state does not depend on ``working_memory``,
+    ``n_jobs`` or dask chunks. A rightmost node whose sibling lies beyond the last
+    row is promoted alone (``_promote``).
+
+    Subclasses define ``_leaves(groups)`` (the values of a stack of leaves, each a
+    group of rows, the bank's last one padded with ``_padding``), ``_combine(left,
+    right)`` (elementwise, so that it serves stacked nodes too) and
+    ``_promote(node)``; node values are tuples of float64 arrays.
+    """
+
+    _padding = 0.0
 
     def __init__(self, n_columns):
-        self.count = 0
-        self.sum = np.zeros(n_columns)
+        self.leaf_rows = leaf_rows(n_columns)
+        self.nodes = {}
 
     def update(self, block, rows):
-        self.sum += block.sum(axis=0, dtype=np.float64)
+        if rows.start % self.leaf_rows:
+            raise RuntimeError(f"rows {rows} do not start a leaf of {self.leaf_rows} rows")
+        block = np.ascontiguousarray(block)  # so that every ufunc runs one code path
+        n_full = len(block) // self.leaf_rows
+        full = block[: n_full * self.leaf_rows].reshape(n_full, self.leaf_rows, block.shape[1])
+        leaves = self._leaves(full)
+        if len(block) % self.leaf_rows:  # the bank's last, partial leaf
+            last = np.full((1, self.leaf_rows, block.shape[1]), self._padding, dtype=block.dtype)
+            last[0, : len(block) % self.leaf_rows] = block[n_full * self.leaf_rows :]
+            leaves = tuple(map(np.concatenate, zip(leaves, self._leaves(last))))
+        self._add(int(rows.start) // self.leaf_rows, leaves)
+
+    def _add(self, first, leaves):
+        """Insert the stacked leaves numbered from ``first`` as aligned subtrees."""
+        start, stop = first, first + len(leaves[0])
+        while start < stop:
+            level = (stop - start).bit_length() - 1
+            if start:  # the largest aligned subtree that starts here and fits
+                level = min(level, (start & -start).bit_length() - 1)
+            nodes = tuple(v[start - first : start - first + (1 << level)] for v in leaves)
+            while len(nodes[0]) > 1:
+                nodes = self._combine(tuple(v[0::2] for v in nodes), tuple(v[1::2] for v in nodes))
+            self._insert(level, start >> level, tuple(v[0] for v in nodes))
+            start += 1 << level
+
+    def _insert(self, level, index, node):
+        while (sibling := self.nodes.pop((level, index ^ 1), None)) is not None:
+            node = self._combine(sibling, node) if index & 1 else self._combine(node, sibling)
+            level, index = level + 1, index >> 1
+        self.nodes[level, index] = node
+
+    def merge(self, other):
+        for (level, index), node in other.nodes.items():
+            self._insert(level, index, node)
+
+    def root(self):
+        """The root node and its level, once every bank row has been added."""
+        nodes = dict(self.nodes)
+        while len(nodes) > 1:
+            # The lowest node's left sibling is always present (the rows [0, M) are
+            # covered), so a missing sibling lies beyond the last row.
+            level, index = min(nodes)
+            node = nodes.pop((level, index))
+            sibling = nodes.pop((level, index ^ 1), None)
+            if sibling is None:
+                node = self._promote(node)
+            else:
+                node = self._combine(sibling, node) if index & 1 else self._combine(node, sibling)
+            nodes[level + 1, index >> 1] = node
+        ((level, _), node), = nodes.items()
+        return node, level
+
+
+class ColumnLogSumExp(ColumnTree):
+    """``logsumexp_i(beta * P[i, j]) / beta`` for every column j (a soft maximum).
+
+    A node holds its columns' largest entries ``m`` and the float64 sums of
+    ``exp(beta * (P[i, j] - m))``, which lie in [1, rows]. Similarities are
+    subtracted before multiplying by beta, so that nothing overflows for finite
+    input: an overflowing difference or product gives exp(-inf) = 0, its value to
+    float64 precision. Within a leaf, float32 blocks are exponentiated in float32.
+    """
+
+    _padding = -np.inf  # contributes exp(-inf) = 0 to the last leaf
+
+    def __init__(self, n_columns, beta):
+        super().__init__(n_columns)
+        self.beta = float(beta)
+
+    def _leaves(self, groups):
+        largest = groups.max(axis=1)
+        # A beta beyond float32's range works in float64.
+        with np.errstate(over="ignore"):
+            in_range = np.isfinite(groups.dtype.type(self.beta))
+        with np.errstate(over="ignore", invalid="ignore"):
+            if in_range:
+                shifted = groups - largest[:, None, :]
+            else:
+                shifted = np.subtract(groups, largest[:, None, :], dtype=np.float64)
+            shifted *= shifted.dtype.type(self.beta)
+        np.exp(shifted, out=shifted)
+        # numpy sums a middle axis row after row: the same order for every stack.
+        return largest.astype(np.float64), shifted.sum(axis=1, dtype=np.float64)
+
+    def _combine(self, left, right):
+        (left_max, left_sum), (right_max, right_sum) = left, right
+        with np.errstate(over="ignore"):  # an overflow gives -inf, and exp(-inf) = 0
+            weight = np.subtract(left_max, right_max)
+            np.abs(weight, out=weight)
+            weight *= -self.beta
+        np.exp(weight, out=weight)
+        left_wins = left_max >= right_max
+        total = np.where(left_wins, right_sum, left_sum)  # the smaller node's sum, scaled
+        total *= weight
+        total += np.where(left_wins, left_sum, right_sum)
+        return np.maximum(left_max, right_max), total
+
+    def _promote(self, node):
+        return node
+
+    def result(self):
+        """The soft maxima; inf where ``log(n_bank) / beta`` overflows (callers check)."""
+        (largest, total), _ = self.root()
+        with np.errstate(over="ignore"):
+            return largest + np.log(total) / self.beta
+
+
+class ColumnMean(ColumnTree):
+    """Column mean in float64; a node holds its column sums divided by its row count.
+
+    The count of a node's rows (the last leaf's padding included) is a power of two,
+    so the division is exact for normal floats, and it keeps every node within the
+    data's range: the sums never overflow.
+    """
+
+    def __init__(self, n_columns):
+        super().__init__(n_columns)
+        self.count = 0
+
+    def update(self, block, rows):
+        super().update(block, rows)
         self.count += block.shape[0]
 
     def merge(self, other):
-        self.sum += other.sum
+        super().merge(other)
         self.count += other.count
 
+    def _leaves(self, groups):
+        scale = 1.0 / groups.shape[1]  # a power of two: exact
+        with np.errstate(over="ignore", invalid="ignore"):
+            sums = groups.sum(axis=1, dtype=np.float64)
+        sums *= scale
+        if not all_finite(sums):  # sums near the float64 maximum: scale first
+            scaled = np.multiply(groups, scale, dtype=np.float64).sum(axis=1)
+            sums = np.where(np.isfinite(sums), sums, scaled)
+        return (sums,)
+
+    @staticmethod
+    def _halved_sum(left, right):
+        half = np.multiply(left, 0.5, dtype=np.float64)
+        half += np.multiply(right, 0.5, dtype=np.float64)
+        return half
+
+    def _combine(self, left, right):
+        return (self._halved_sum(left[0], right[0]),)
+
+    def _promote(self, node):
+        return (node[0] * 0.5,)
+
     def result(self):
-        return self.sum / self.count
+        (scaled_sum,), level = self.root()
+        rows_in_root = 2.0**level * self.leaf_rows
+        return scaled_sum * (rows_in_root / self.count)
+
+
+def finite_mean(values, axis):
+    """Mean in float64 that does not overflow for finite values near the float64 maximum."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = values.mean(axis=axis, dtype=np.float64)
+    if all_finite(mean):
+        return mean
+    exponent = int(values.shape[axis]).bit_length()  # 2**exponent > the count: exact scaling
+    return np.ldexp(np.ldexp(values, -exponent).mean(axis=axis, dtype=np.float64), exponent)
 
 
 class ColumnTopKMean:
@@ -215,7 +437,7 @@ class ColumnTopKMean:
 
     def result(self):
         # Sorted first, so that the mean does not depend on how the bank was split.
-        return np.sort(self.top, axis=0).mean(axis=0, dtype=np.float64)
+        return finite_mean(np.sort(self.top, axis=0), axis=0)
 
 
 class RowTopKUnion:

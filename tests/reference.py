@@ -5,7 +5,9 @@ from scipy.special import logsumexp
 
 
 def inverted_softmax(query_sims, bank_sims, beta):
-    return beta * query_sims - logsumexp(beta * bank_sims, axis=0)
+    """The Inverted Softmax in similarity units: s - (c_j - mean_j c_j), c = logsumexp / beta."""
+    soft_max = logsumexp(beta * bank_sims, axis=0) / beta
+    return query_sims - (soft_max - soft_max.mean())
 
 
 def inverted_softmax_probability(query_sims, bank_sims, beta):

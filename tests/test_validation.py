@@ -113,3 +113,76 @@ def test_unfitted_transform(bank):
 
     with pytest.raises(NotFittedError):
         InvertedSoftmax().transform(bank)
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: InvertedSoftmax(beta=True), "beta"),
+        (lambda: DynamicInvertedSoftmax(beta=False), "beta"),
+        (lambda: DynamicInvertedSoftmax(k=True), "k"),
+        (lambda: CSLS(k=True), "k"),
+        (lambda: Centering(n_jobs=True), "n_jobs"),
+        (lambda: GloballyCorrected(working_memory=True), "working_memory"),
+    ],
+)
+def test_bools_are_not_numbers(make, name, bank):
+    # Python counts True as an Integral and a Real; sklearn's Interval accepts it.
+    message = rf"The '{name}' parameter of \w+ must be .* Got (True|False)"
+    with pytest.raises(ValueError, match=message):
+        make().fit(bank)
+
+
+@pytest.mark.parametrize("name", ["beta", "working_memory"])
+def test_infinite_parameters_are_refused(name, bank):
+    with pytest.raises(ValueError, match=rf"The '{name}' parameter .* Got inf"):
+        InvertedSoftmax(**{name: np.inf}).fit(bank)
+
+
+@pytest.mark.parametrize("k", [True, 2.0, 0, 7])
+def test_top_k_refuses_bool_float_and_out_of_range_k(k, bank):
+    fitted = CSLS(k=2).fit(bank)
+    with pytest.raises(ValueError, match=rf"k must be an integer in \[1, 6\].*got k={k!r}"):
+        fitted.top_k(bank, k=k)
+    assert fitted.top_k(bank, k=np.int64(3))[0].shape == (20, 3)
+
+
+@pytest.mark.parametrize("make", [lambda: CSLS(k=2), GloballyCorrected, DynamicInvertedSoftmax])
+def test_top_k_names_a_nan_in_a_later_gallery_chunk(make, rng, bank):
+    # Row-wide methods read the whole row first: a NaN in the last chunk would
+    # spoil the first chunk's scores.
+    queries = rng.normal(size=(7, 6))
+    queries[4, 5] = np.nan
+    fitted = make().fit(bank)
+    with pytest.raises(ValueError, match="X row 4 to gallery item 5 is nan"):
+        fitted.top_k(chunks=[queries[:, :3], queries[:, 3:]], k=2)  # chunks wider than k
+    with pytest.raises(ValueError, match="X row 4 to gallery item 5 is nan"):
+        fitted.set_params(working_memory=7.3e-4).top_k(queries, k=2)  # chunks of 3 columns
+
+
+def test_dot_products_that_overflow_name_the_metric(rng):
+    bank, gallery = rng.normal(size=(10, 4)) * 1e200, rng.normal(size=(5, 4)) * 1e200
+    with pytest.raises(ValueError, match=r"querybank row 0 to gallery item 0 overflows float64 "
+                                         r"under metric='dot'.*use metric='cosine'"):
+        Centering(metric="dot").fit(bank, gallery=gallery)
+    fitted = Centering(metric="dot").fit(bank / 1e200, gallery=gallery)
+    with pytest.raises(ValueError, match=r"queries row 0 to gallery item 0 overflows"):
+        fitted.similarities(bank)
+    gallery[:3] /= 1e200
+    gallery[4] /= 1e200
+    fitted = Centering(metric="dot", working_memory=1e-5).fit(bank / 1e200, gallery=gallery)
+    queries = rng.normal(size=(3, 4))
+    queries[2] *= 1e200  # overflows with gallery item 3 only, in the second gallery chunk
+    with pytest.raises(ValueError, match=r"queries row 2 to gallery item 3 overflows"):
+        fitted.top_k(queries=queries, k=2)
+
+
+def test_fit_validates_parameters_through_fit_context(bank):
+    # Like every sklearn estimator (sklearn.base._fit_context): validated once per fit,
+    # and not at all under skip_parameter_validation.
+    from sklearn import config_context
+
+    with pytest.raises(ValueError, match="'metric' parameter"):
+        InvertedSoftmax(metric="euclidean").fit(bank)
+    with config_context(skip_parameter_validation=True):
+        InvertedSoftmax(metric="euclidean").fit(bank)  # unused with precomputed similarities

@@ -1,10 +1,12 @@
 """QueryBankNormaliser: the contract every querybank normaliser follows."""
 
+import warnings
+from contextlib import contextmanager
 from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
@@ -14,6 +16,7 @@ from .._stats import (
     ProbeMatrix,
     all_finite,
     check_finite_block,
+    embedding_products,
     merge_top_k,
     prepare_embeddings,
     reduce_bank,
@@ -21,6 +24,62 @@ from .._stats import (
 )
 
 FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def float_dtype(array, name):
+    """The dtype blocks of ``array`` are cast to: float32 and float64 kept, else float64.
+
+    Only real numbers are accepted (``dtype="numeric"`` lets datetimes through).
+    """
+    if array.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name} must hold real numbers, got dtype {array.dtype} (shape {array.shape})."
+        )
+    return array.dtype if array.dtype in FLOAT_DTYPES else np.dtype(np.float64)
+
+
+def describe(array):
+    """``shape (m, n), dtype d`` of an array-like, for error messages."""
+    try:
+        shape = np.shape(array)
+    except ValueError:  # a ragged sequence
+        return f"a ragged {type(array).__name__}"
+    dtype = getattr(array, "dtype", None)
+    return f"shape {shape}" + (f", dtype {dtype}" if dtype is not None else "")
+
+
+@contextmanager
+def naming(name, array):
+    """Validation errors from scikit-learn, restated to name the parameter and its shape."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        kind = ValueError if isinstance(error, ValueError) else TypeError
+        raise kind(f"{name}: {error} (got {name} of {describe(array)})") from error
+
+
+def check_embeddings(X, name, dtype=FLOAT_DTYPES):
+    """A validated 2-D array of finite embeddings, or an error naming ``name``.
+
+    Finiteness is tested here, not by check_array, whose sum overflows to NaN (with a
+    warning) for finite embeddings near the float maximum.
+    """
+    with naming(name, X):
+        X = check_array(X, dtype=dtype, ensure_all_finite=False, input_name=name)
+    if not all_finite(X):
+        bad = tuple(np.argwhere(~np.isfinite(X))[0])
+        raise ValueError(
+            f"Input {name} contains NaN or infinity: {name} embedding {bad[0]}, "
+            f"dimension {bad[1]} is {X[bad]} (embeddings of shape {X.shape})."
+        )
+    return X
+
+
+class NotBool(Interval):
+    """An ``Interval`` that refuses bools, which Python counts as Integral and Real."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, bool) and super().is_satisfied_by(val)
 
 
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -36,7 +95,17 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     so that :meth:`top_k` can stream the gallery; ``_score`` receives that state
     for a column chunk, and None for whole rows, whose state it takes itself. A non-finite similarity must
     leave a non-finite score (transform checks the scores, and the input only
-    when they fail).
+    when they fail). Finite scores that overflow are computed again in float64, and
+    refused with a ValueError if they still do (see ``_rescore_overflow``).
+
+    Guarantees: finite input gives finite fitted state and finite scores, or a
+    ValueError naming the parameter and the value range (probabilities beyond the
+    dtype's range are clipped with a warning). The fitted state, hence every score,
+    is bitwise the same for every ``working_memory``, ``n_jobs`` and dask chunking:
+    sums and soft maxima are combined over a fixed binary tree of aligned groups of
+    bank rows (``skqbnorm._stats.ColumnTree``). Blocks therefore hold at least one
+    such group (at most 16 MiB of float64), and in embedding mode the similarities
+    are computed in fixed products of up to 2,048 bank rows.
 
     The fit rule, shared by every normaliser:
 
@@ -50,8 +119,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     _parameter_constraints: dict = {
         "metric": [StrOptions({"cosine", "dot"})],
-        "working_memory": [Interval(Real, 0, None, closed="neither"), None],
-        "n_jobs": [Integral, None],
+        "working_memory": [NotBool(Real, 0, np.inf, closed="neither"), None],
+        "n_jobs": [NotBool(Integral, None, None, closed="neither"), None],
     }
 
     def __init__(self, *, metric="cosine", working_memory=None, n_jobs=None):
@@ -61,6 +130,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
     # -- fit -----------------------------------------------------------------------
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, *, gallery=None):
         """Learn per-gallery statistics from a querybank.
 
@@ -83,7 +153,6 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         self : object
             The fitted normaliser.
         """
-        self._validate_params()
         self._check_target(y)
         if is_dask_array(X):
             reducers, n_bank = self._reduce_dask(X, gallery)
@@ -123,17 +192,20 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             )
 
     def _probe(self, X, gallery):
+        # dtype="numeric" keeps an integer memmap as it is: blocks are cast one at a
+        # time (ProbeMatrix.block), never the whole array.
         if gallery is None:
-            bank = validate_data(self, X, dtype=FLOAT_DTYPES, ensure_all_finite=False)
+            with naming("X (the querybank)", X):
+                bank = validate_data(self, X, dtype="numeric", ensure_all_finite=False)
             self.gallery_embeddings_ = None
-            return ProbeMatrix(bank, dtype=bank.dtype)
-        bank = check_array(X, dtype=FLOAT_DTYPES, input_name="querybank")
-        gallery = self._set_gallery(gallery, bank.shape, bank.dtype)
+            return ProbeMatrix(bank, dtype=float_dtype(bank, "X (the querybank)"))
+        bank = check_embeddings(X, "querybank", dtype="numeric")
+        gallery = self._set_gallery(gallery, bank.shape, float_dtype(bank, "querybank"))
         return ProbeMatrix(bank, gallery.T, self.metric, gallery.dtype)
 
     def _set_gallery(self, gallery, bank_shape, bank_dtype):
         """Validate and keep the gallery embeddings; the gallery size is n_features_in_."""
-        gallery = check_array(gallery, dtype=FLOAT_DTYPES, input_name="gallery")
+        gallery = check_embeddings(gallery, "gallery")
         if len(bank_shape) != 2 or bank_shape[1] != gallery.shape[1]:
             raise ValueError(
                 "The querybank and gallery embeddings must have the same dimension: "
@@ -212,15 +284,21 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 )
             return transform_dask(self, X, self._needs_whole_rows())
         sims = self._check_query_sims(X)
-        out = np.empty_like(sims)
-        step = rows_per_chunk(sims.shape[1], sims.dtype.itemsize, self.working_memory, 16)
+        dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
+        out = np.empty(sims.shape, dtype=dtype)
+        step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, 16)
         batches = list(gen_batches(sims.shape[0], step))
+
+        def block(rows):
+            return np.asarray(sims[rows], dtype=dtype)
+
         if effective_n_jobs(self.n_jobs) == 1:
             for rows in batches:
-                self._checked_scores(sims[rows], slice(None), None, rows, out[rows])
+                self._checked_scores(block(rows), slice(None), None, rows, out[rows])
         else:  # each task returns its block, so that process-based backends work too
             blocks = Parallel(n_jobs=self.n_jobs, prefer="threads")(
-                delayed(self._checked_scores)(sims[rows], slice(None), None, rows) for rows in batches
+                delayed(self._checked_scores)(block(rows), slice(None), None, rows)
+                for rows in batches
             )
             for rows, block in zip(batches, blocks):
                 out[rows] = block
@@ -229,13 +307,51 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def _checked_scores(self, block, columns, row_state, rows, out=None):
         """``_score`` of a block of query ``rows``, or an error naming its first NaN/inf."""
         out = np.empty_like(block) if out is None else out
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", over="ignore"):
             self._score(block, columns, row_state, out)
-        # Finite input gives finite scores (bar an overflowing probability), so the
-        # scores, still in cache, are tested first and the input only if they fail.
+        # Finite input mostly gives finite scores, so the scores, still in cache, are
+        # tested first, and the input only if they fail.
         if not all_finite(out):
             check_finite_block(block, rows, name="X", first_column=columns.start or 0)
+            self._rescore_overflow(block, columns, row_state, rows, out)
         return out
+
+    def _rescore_overflow(self, block, columns, row_state, rows, out):
+        """Scores of finite similarities that overflowed: redone in float64, else refused.
+
+        Probabilities (``output="probability"``) that exceed the dtype's range are
+        clipped to its largest value, with a warning; any other score beyond it is
+        an error.
+        """
+        if out.dtype != np.float64:
+            wide = np.empty(out.shape)
+            with np.errstate(invalid="ignore", over="ignore"):
+                self._score(block.astype(np.float64), columns, row_state, wide)
+                out[...] = wide
+            if all_finite(out):
+                return
+        bad = tuple(np.argwhere(~np.isfinite(out))[0])
+        where = (
+            f"X row {rows.start + bad[0]}, gallery item {(columns.start or 0) + bad[1]} "
+            f"(similarity {block[bad]:.6g})"
+        )
+        if getattr(self, "output", "log") == "probability":
+            largest = np.finfo(out.dtype).max
+            warnings.warn(
+                f"output='probability' overflows {out.dtype} at {where} and elsewhere: "
+                f"those probabilities are clipped to {largest:.6g}, so they tie. Use "
+                "output='log' (the same ranking, without overflow) to rank.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            np.minimum(out, largest, out=out)
+            return
+        raise ValueError(
+            f"{type(self).__name__}'s scores of the finite similarities X overflow "
+            f"{out.dtype}, first at {where}: X spans [{block.min():.6g}, {block.max():.6g}], "
+            "too wide a range for these scores. Rescale the similarities (and the "
+            "querybank) to a smaller magnitude."
+        )
 
     def _row_state(self, sims, columns, state=None):
         """Reduction over a row's columns that the scores need; none by default."""
@@ -281,8 +397,12 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """
         check_is_fitted(self)
         n_gallery = self.n_features_in_
-        if not (isinstance(k, Integral) and 1 <= k <= n_gallery):
-            raise ValueError(f"k must be an integer in [1, {n_gallery}] (the fitted gallery size); got k={k!r}.")
+        if isinstance(k, bool) or not (isinstance(k, Integral) and 1 <= k <= n_gallery):
+            raise ValueError(
+                f"k must be an integer in [1, {n_gallery}] (the fitted gallery size), "
+                f"not a bool or a float; got k={k!r}."
+            )
+        k = int(k)
         if sum(source is not None for source in (X, queries, chunks)) != 1:
             raise ValueError(
                 "Pass exactly one of X (query similarities), queries (query embeddings) "
@@ -309,6 +429,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         state, best = None, None
         if self._needs_whole_rows():
             for columns, block in column_blocks():
+                # A NaN in a later chunk would spoil every chunk's scores: name it here.
+                rows = slice(first_row, first_row + len(block))
+                check_finite_block(block, rows, name="X", first_column=columns.start)
                 state = self._row_state(block, columns, state)
         for columns, block in column_blocks():
             rows = slice(first_row, first_row + len(block))
@@ -328,9 +451,14 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         def column_blocks():
             start, first = 0, None
             for position, chunk in enumerate(chunks() if callable(chunks) else chunks):
-                chunk = check_array(
-                    chunk, dtype=FLOAT_DTYPES, ensure_all_finite=False, ensure_min_features=0, input_name="chunks"
-                )
+                with naming(f"chunks[{position}]", chunk):
+                    chunk = check_array(
+                        chunk,
+                        dtype=FLOAT_DTYPES,
+                        ensure_all_finite=False,
+                        ensure_min_features=0,
+                        input_name="chunks",
+                    )
                 if first is None:
                     first = chunk
                 if chunk.shape[0] != first.shape[0] or start + chunk.shape[1] > n_gallery:
@@ -354,10 +482,21 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """A reader ``read(rows, columns)`` of query similarity blocks, n_queries, dtype."""
         if X is not None:
             sims = self._check_query_sims(X)
-            return (lambda rows, columns: np.asarray(sims[rows, columns])), sims.shape[0], sims.dtype
+            dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
+
+            def read(rows, columns):
+                return np.asarray(sims[rows, columns], dtype=dtype)
+
+            return read, sims.shape[0], dtype
         prepared = self._check_queries(queries)
         gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
-        return (lambda rows, columns: prepared[rows] @ gallery[columns].T), prepared.shape[0], prepared.dtype
+
+        def product(rows, columns):
+            return embedding_products(
+                prepared[rows], gallery[columns].T, rows, "queries", self.metric, columns.start
+            )
+
+        return product, prepared.shape[0], prepared.dtype
 
     def _check_query_sims(self, X):
         shape = getattr(X, "shape", None)
@@ -367,7 +506,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 f"{self.n_features_in_} features as input: the query similarities "
                 f"(shape {tuple(shape)}) need one column per fitted gallery item."
             )
-        return validate_data(self, X, reset=False, dtype=FLOAT_DTYPES, ensure_all_finite=False)
+        with naming("X", X):
+            return validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=False)
 
     def similarities(self, queries):
         """Similarities of query embeddings to the fitted gallery, under ``metric``.
@@ -384,7 +524,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """
         check_is_fitted(self)
         queries = self._check_queries(queries)
-        return queries @ self.gallery_embeddings_.T.astype(queries.dtype, copy=False)
+        gallery_t = self.gallery_embeddings_.T.astype(queries.dtype, copy=False)
+        rows = slice(0, len(queries))
+        return embedding_products(queries, gallery_t, rows, "queries", self.metric)
 
     def _check_queries(self, queries):
         """Validated query embeddings, prepared for a dot product under ``metric``."""
@@ -393,7 +535,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 f"{type(self).__name__} was fitted on precomputed similarities, so it "
                 "holds no gallery embeddings; fit it with gallery=... to use query embeddings."
             )
-        queries = check_array(queries, dtype=FLOAT_DTYPES, input_name="queries")
+        queries = check_embeddings(queries, "queries")
         if queries.shape[1] != self.gallery_embeddings_.shape[1]:
             raise ValueError(
                 f"queries have shape {queries.shape} but the fitted gallery embeddings "

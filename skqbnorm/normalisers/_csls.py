@@ -3,10 +3,9 @@
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
 
-from .._stats import ColumnTopKMean, row_top_k
-from ._base import QueryBankNormaliser
+from .._stats import ColumnTopKMean, finite_mean, row_top_k
+from ._base import NotBool, QueryBankNormaliser
 
 
 class CSLS(QueryBankNormaliser):
@@ -62,7 +61,7 @@ class CSLS(QueryBankNormaliser):
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
-        "k": [Interval(Integral, 1, None, closed="left")],
+        "k": [NotBool(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, k=10, *, metric="cosine", working_memory=None, n_jobs=None):
@@ -83,8 +82,9 @@ class CSLS(QueryBankNormaliser):
         return row_top_k(sims, self.k, state)
 
     def _score(self, sims, columns, row_state, out):
+        # (s - r_B) + (s - r_G): unlike 2 s, neither difference overflows for
+        # similarities of a common magnitude, however large.
         dtype = sims.dtype
-        np.multiply(sims, 2, out=out)
         top = self._row_state(sims, columns) if row_state is None else row_state
-        out -= top.mean(axis=1, dtype=np.float64).astype(dtype)[:, None]
-        out -= self.bank_neighbourhood_[columns].astype(dtype)
+        np.subtract(sims, self.bank_neighbourhood_[columns].astype(dtype), out=out)
+        out += sims - finite_mean(top, axis=1).astype(dtype)[:, None]

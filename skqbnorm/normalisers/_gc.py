@@ -82,7 +82,11 @@ class GloballyCorrected(QueryBankNormaliser):
         sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
         ranks = count_greater(sorted_bank, sims)
         low, high = self._row_state(sims, columns) if row_state is None else row_state
-        spread = high - low
-        # A constant row has no tie to break (divide by inf); NaN/inf stay non-finite.
-        np.divide(sims - low, 2 * np.where(spread > 0, spread, np.inf), out=out)
+        # Halves (exact) keep (s - low) and the spread finite for finite similarities
+        # of any range; a constant row has no tie to break (divide by inf).
+        half_spread = high * 0.5 - low * 0.5
+        np.multiply(sims, 0.5, out=out)
+        out -= low * 0.5
+        out /= np.where(half_spread > 0, half_spread, np.inf)
+        out *= 0.5
         out -= ranks.astype(sims.dtype)

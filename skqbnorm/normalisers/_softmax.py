@@ -3,10 +3,10 @@
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
-from .._stats import ColumnLogSumExp, RowTopKUnion
-from ._base import QueryBankNormaliser
+from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
+from ._base import NotBool, QueryBankNormaliser
 
 
 class InvertedSoftmax(QueryBankNormaliser):
@@ -18,8 +18,16 @@ class InvertedSoftmax(QueryBankNormaliser):
         eta_q(j) = exp(beta * s(q, j)) / sum_i exp(beta * s(b_i, j))
 
     so that hubs, items close to many queries, lose their pull. Scores are returned
-    in the log domain, ``beta * s(q, j) - logsumexp_i(beta * s(b_i, j))``, which has
-    the same ranking and never overflows.
+    in the log domain, in similarity units: with ``c_j = logsumexp_i(beta *
+    s(b_i, j)) / beta``, the bank's soft maximum similarity to ``j``, and ``c_mean`` its
+    mean over the gallery::
+
+        score(q, j) = s(q, j) - (c_j - c_mean) = log(eta_q(j)) / beta + c_mean
+
+    an item's similarity less its excess pull. The ranking is that of ``eta``;
+    the scores never overflow where the similarities are of one magnitude, and they
+    keep the magnitude, hence the float32 resolution, of the similarities (scores
+    near ``c_j`` or ``beta * c_j`` would round nearby items to ties).
 
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
@@ -31,8 +39,11 @@ class InvertedSoftmax(QueryBankNormaliser):
     beta : float, default=20.0
         Inverse temperature, > 0.
     output : {"log", "probability"}, default="log"
-        ``"log"`` returns log-domain scores; ``"probability"`` returns ``eta``
-        itself, which overflows once ``beta * s`` exceeds the dtype's exp range.
+        ``"log"`` returns log-domain scores in similarity units (see above;
+        earlier versions returned ``beta * (score - c_mean)``); ``"probability"``
+        returns ``eta`` itself, computed in float64. Probabilities beyond the
+        dtype's range (``beta * (s - c_j)`` above about 709 in float64, 88 in
+        float32) are clipped to its largest value, with a ``RuntimeWarning``.
     metric : {"cosine", "dot"}, default="cosine"
         Similarity used in embedding mode.
     working_memory : float, default=None
@@ -44,8 +55,13 @@ class InvertedSoftmax(QueryBankNormaliser):
 
     Attributes
     ----------
-    log_normaliser_ : ndarray of shape (n_gallery,)
-        ``logsumexp_i(beta * s(b_i, j))`` per gallery item, in float64.
+    bank_soft_max_ : ndarray of shape (n_gallery,)
+        ``c_j = logsumexp_i(beta * s(b_i, j)) / beta`` per gallery item, in
+        float64 (``beta * c_j`` is the log normaliser of ``eta``). It is computed
+        over a fixed tree of bank rows, so it is bitwise the same for every
+        ``working_memory`` and ``n_jobs``.
+    mean_soft_max_ : float
+        ``c_mean``, the mean of ``bank_soft_max_``.
     gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
         The prepared gallery embeddings in embedding mode, else None.
     n_bank_ : int
@@ -69,11 +85,20 @@ class InvertedSoftmax(QueryBankNormaliser):
     >>> normaliser = InvertedSoftmax(beta=10.0).fit(bank_sims)
     >>> normaliser.transform(query_sims).shape
     (3, 5)
+
+    Item 1 is a hub: close to both bank queries, it loses its pull on a query
+    equally similar to both items:
+
+    >>> normaliser = InvertedSoftmax(beta=10.0).fit([[0.1, 0.8], [0.2, 0.9]])
+    >>> normaliser.bank_soft_max_.round(4)
+    array([0.2313, 0.9313])
+    >>> normaliser.transform([[0.5, 0.5]]).round(4)
+    array([[0.85, 0.15]])
     """
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
-        "beta": [Interval(Real, 0, None, closed="neither")],
+        "beta": [NotBool(Real, 0, np.inf, closed="neither")],
         "output": [StrOptions({"log", "probability"})],
     }
 
@@ -86,13 +111,25 @@ class InvertedSoftmax(QueryBankNormaliser):
         return [ColumnLogSumExp(n_gallery, self.beta)]
 
     def _learn(self, reducers):
-        self.log_normaliser_ = reducers[0].result()
+        soft_max = reducers[0].result()
+        if not np.isfinite(soft_max).all():
+            raise ValueError(
+                f"beta={self.beta!r} is too small for these similarities: the bank's soft "
+                f"maxima, max + log(n_bank) / beta (up to {np.nanmax(soft_max):.3g}), overflow "
+                "float64. Use a larger beta or smaller similarities."
+            )
+        self.bank_soft_max_ = soft_max
+        self.mean_soft_max_ = float(finite_mean(soft_max, axis=0))
+        with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
+            self._excess = soft_max - self.mean_soft_max_
 
     def _score(self, sims, columns, row_state, out):
-        np.multiply(sims, sims.dtype.type(self.beta), out=out)
-        out -= self.log_normaliser_[columns].astype(sims.dtype)
-        if self.output == "probability":
-            np.exp(out, out=out)
+        if self.output == "probability":  # in float64, whatever beta and the dtype
+            log_eta = np.subtract(sims, self.bank_soft_max_[columns], dtype=np.float64)
+            log_eta *= self.beta
+            out[...] = np.exp(log_eta, out=log_eta)
+        else:
+            np.subtract(sims, self._excess[columns].astype(sims.dtype), out=out)
 
 
 class DynamicInvertedSoftmax(InvertedSoftmax):
@@ -104,6 +141,10 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     Softmax row; every other query keeps its raw similarities. DIS equals IS when
     the bank activates every item, and "does no harm" when the bank covers the
     gallery poorly.
+
+    Normalised rows hold Inverted Softmax scores in similarity units (see
+    :class:`InvertedSoftmax`), so they stay comparable in scale with the rows
+    left raw.
 
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
@@ -131,8 +172,11 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
 
     Attributes
     ----------
-    log_normaliser_ : ndarray of shape (n_gallery,)
-        ``logsumexp_i(beta * s(b_i, j))`` per gallery item, in float64.
+    bank_soft_max_ : ndarray of shape (n_gallery,)
+        ``c_j = logsumexp_i(beta * s(b_i, j)) / beta`` per gallery item, in
+        float64 (see :class:`InvertedSoftmax`).
+    mean_soft_max_ : float
+        ``c_mean``, the mean of ``bank_soft_max_``.
     activated_ : ndarray of shape (n_gallery,), dtype=bool
         The gallery activation set as a mask. Among tied scores, the lowest
         gallery indices are taken first.
@@ -163,7 +207,7 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
 
     _parameter_constraints: dict = {
         **InvertedSoftmax._parameter_constraints,
-        "k": [Interval(Integral, 1, None, closed="left")],
+        "k": [NotBool(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, beta=20.0, k=1, *, output="log", metric="cosine", working_memory=None,

@@ -1,0 +1,347 @@
+"""Finite in, finite out; float32 resolution; results bitwise independent of the split;
+integer memmaps cast block by block; the boundaries of the streaming core."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.special import logsumexp
+from sklearn.base import clone
+
+import skqbnorm._stats
+from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm._stats import (
+    ColumnLogSumExp,
+    ColumnMean,
+    ProbeMatrix,
+    all_finite,
+    check_finite_block,
+    count_greater,
+    reduce_bank,
+    top_k_mask,
+)
+
+import reference as ref
+
+NORMALISERS = [
+    InvertedSoftmax(beta=20.0),
+    DynamicInvertedSoftmax(beta=20.0, k=2),
+    CSLS(k=3),
+    GloballyCorrected(),
+    Centering(),
+]
+FITTED_ARRAYS = (
+    "bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_"
+)
+
+
+def fitted_arrays(estimator):
+    return [getattr(estimator, name) for name in FITTED_ARRAYS if hasattr(estimator, name)]
+
+
+def assert_all_finite(*arrays):
+    for array in arrays:
+        assert np.isfinite(array).all()
+
+
+# -- finite in, finite out -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [2.0**-1000, 1e-300, 1e-30, 1e30, 1e300])
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_scores_scale_with_the_similarities(rng, estimator, scale):
+    # Every normaliser is scale-equivariant: scores of c * s are c times those of s,
+    # with beta / c for IS and DIS. No intermediate may overflow or underflow to zero.
+    queries, bank = rng.normal(size=(30, 12)), rng.normal(size=(80, 12))
+    bank[:, :3] += 1.0
+    # GC's scores are ranks, so scale-invariant.
+    fitted = clone(estimator).fit(bank * scale)
+    unscaled = clone(estimator)
+    if "beta" in estimator.get_params():
+        unscaled.set_params(beta=estimator.beta * scale)
+    unscaled.fit(bank)
+    out = fitted.transform(queries * scale)
+    indices, scores = fitted.top_k(queries * scale, k=5)
+    assert_all_finite(out, scores, *fitted_arrays(fitted))
+    unit = 1.0 if isinstance(estimator, GloballyCorrected) else scale
+    assert_allclose(out / unit, unscaled.transform(queries), rtol=1e-9, atol=1e-12)
+    assert_array_equal(indices, unscaled.top_k(queries, k=5)[0])
+
+
+@pytest.mark.parametrize("make", [InvertedSoftmax, DynamicInvertedSoftmax])
+def test_softmax_fitted_on_values_near_the_float64_maximum(rng, make):
+    # beta * s overflows: the soft maximum of far-apart similarities is their maximum.
+    bank = rng.uniform(0.5, 1.5, size=(40, 8)) * 1e308
+    queries = rng.uniform(0.5, 1.5, size=(10, 8)) * 1e308
+    fitted = make(beta=20.0, **({"k": 8} if make is DynamicInvertedSoftmax else {})).fit(bank)
+    largest = bank.max(axis=0)
+    assert_array_equal(fitted.bank_soft_max_, largest)
+    expected = queries - (largest - (largest / 16).mean() * 16)
+    assert_allclose(fitted.transform(queries), expected, rtol=1e-15)
+
+
+def test_csls_on_float32_values_near_the_float32_maximum(rng):
+    # 2 s overflows float32; the scores, 2 s - r_G - r_B, do not
+    bank = rng.uniform(2e38, 3e38, size=(50, 10)).astype(np.float32)
+    queries = rng.uniform(2e38, 3e38, size=(20, 10)).astype(np.float32)
+    fitted = CSLS(k=4).fit(bank)
+    out = fitted.transform(queries)
+    assert out.dtype == np.float32
+    expected = ref.csls(queries.astype(float), bank.astype(float), 4)
+    assert_allclose(out, expected, rtol=1e-5, atol=1e32)
+    assert_all_finite(fitted.top_k(queries, k=3)[1])
+
+
+def test_inverted_softmax_with_a_beta_beyond_float32(rng):
+    bank = rng.normal(size=(60, 9)).astype(np.float32)
+    queries = rng.normal(size=(15, 9)).astype(np.float32)
+    out = InvertedSoftmax(beta=1e40).fit(bank).transform(queries)
+    # beta -> inf: the soft maximum is the maximum
+    expected = queries - (bank.max(axis=0) - bank.max(axis=0).astype(float).mean())
+    assert out.dtype == np.float32
+    assert_allclose(out, expected, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-170])
+def test_cosine_embeddings_of_any_scale(rng, scale):
+    bank, gallery, queries = (rng.normal(size=(n, 6)) for n in (40, 25, 9))
+    for estimator in NORMALISERS:
+        expected = clone(estimator).fit(bank, gallery=gallery)
+        fitted = clone(estimator).fit(bank * scale, gallery=gallery * scale)
+        sims = fitted.similarities(queries * scale)
+        assert_allclose(sims, expected.similarities(queries), rtol=1e-12, atol=1e-15)
+        assert_allclose(fitted.transform(sims), expected.transform(sims), rtol=1e-10, atol=1e-12)
+
+
+def test_float32_embeddings_near_the_float32_maximum(rng):
+    # sklearn's finiteness check sums the embeddings: +inf + -inf = NaN, with a warning.
+    bank, gallery, queries = (rng.normal(size=(n, 5)) for n in (30, 12, 6))
+    for estimator in NORMALISERS:
+        huge = [(a / np.abs(a).max() * 3e38).astype(np.float32) for a in (bank, gallery, queries)]
+        fitted = clone(estimator).fit(huge[0], gallery=huge[1])
+        expected = clone(estimator).fit(bank.astype(np.float32), gallery=gallery.astype(np.float32))
+        sims = fitted.similarities(huge[2])
+        assert_allclose(sims, expected.similarities(queries.astype(np.float32)), atol=1e-6)
+        assert_all_finite(fitted.transform(sims), *fitted_arrays(fitted))
+
+
+def test_non_finite_embeddings_are_named(rng):
+    fitted = Centering().fit(rng.normal(size=(10, 4)), gallery=rng.normal(size=(5, 4)))
+    for name, call in [
+        ("gallery", lambda bad: Centering().fit(rng.normal(size=(10, 4)), gallery=bad)),
+        ("queries", fitted.similarities),
+        ("querybank", lambda bad: Centering().fit(bad, gallery=rng.normal(size=(5, 4)))),
+    ]:
+        bad = rng.normal(size=(5, 4)) * 1e300
+        bad[3, 2] = np.inf
+        with pytest.raises(ValueError, match=rf"{name} embedding 3, dimension 2 is inf"):
+            call(bad)
+
+
+def test_gc_on_similarities_spanning_the_float64_range(rng):
+    queries, bank = (rng.uniform(-1.5, 1.5, size=(n, 7)) * 1e308 for n in (20, 30))
+    out = GloballyCorrected().fit(bank).transform(queries)
+    assert_all_finite(out)
+    assert_array_equal(ref.dense_rank_rows(out), ref.gc_order_keys(queries, bank))
+
+
+def test_centering_mean_near_the_float64_maximum(rng):
+    bank = rng.uniform(1.0, 1.7, size=(300, 5)) * 1e308  # the column sums overflow
+    fitted = Centering().fit(bank)
+    assert_allclose(fitted.bank_mean_, (bank / 1024).mean(axis=0) * 1024, rtol=1e-14)
+
+
+def test_scores_beyond_the_float64_range_are_refused(rng):
+    bank = -rng.uniform(1.0, 1.5, size=(30, 4)) * 1e308
+    fitted = Centering().fit(bank)
+    message = r"overflow float64, first at X row 0, gallery item 0.*X spans"
+    with pytest.raises(ValueError, match=message):
+        fitted.transform(rng.uniform(1.0, 1.5, size=(3, 4)) * 1e308)  # s - mean ~ 2.5e308
+
+
+def test_a_beta_too_small_for_the_similarities_is_refused(rng):
+    with pytest.raises(ValueError, match=r"beta=1e-320 is too small .* overflow float64"):
+        InvertedSoftmax(beta=1e-320).fit(rng.normal(size=(20, 3)))  # log(20) / beta = inf
+
+
+def test_probabilities_beyond_float32_are_clipped_with_a_warning(rng):
+    bank = rng.normal(size=(40, 5)).astype(np.float32)
+    normaliser = InvertedSoftmax(beta=100.0, output="probability").fit(bank)
+    with pytest.warns(RuntimeWarning, match="output='probability' overflows float32.*clipped"):
+        out = normaliser.transform(bank.max(axis=0, keepdims=True) + np.float32(2))  # exp(200)
+    assert (out == np.finfo(np.float32).max).all()
+    float64 = normaliser.transform(bank[:5].astype(float))
+    expected = ref.inverted_softmax_probability(bank[:5].astype(float), bank.astype(float), 100.0)
+    assert_allclose(float64, expected, rtol=1e-12)
+
+
+# -- float32 resolution -----------------------------------------------------------------
+
+
+def spurious_tie_share(scores, exact):
+    """Share of rows with two scores tied in ``scores`` but distinct in ``exact``."""
+    order = np.argsort(-scores, axis=1, kind="stable")
+    tied = np.diff(np.take_along_axis(scores, order, axis=1), axis=1) == 0
+    distinct = np.diff(np.take_along_axis(exact, order, axis=1), axis=1) != 0
+    return (tied & distinct).any(axis=1).mean()
+
+
+@pytest.mark.parametrize("make", [InvertedSoftmax, DynamicInvertedSoftmax])
+def test_float32_scores_keep_the_similarities_resolution(rng, make):
+    # Cosine similarities of 2,000 items, as in the bundled data. Scores near beta * c_j
+    # (or c_j) round many nearby similarities to one float32 value.
+    def unit(a):
+        return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+    offset = unit(rng.normal(size=(1, 32)))
+    gallery, bank, queries = (unit(rng.normal(size=(n, 32)) + offset) for n in (2000, 1000, 300))
+    bank_sims, sims = ((a @ gallery.T).astype(np.float32) for a in (bank, queries))
+    scores = make(beta=20.0).fit(bank_sims).transform(sims)
+    exact = make(beta=20.0).fit(bank_sims.astype(float)).transform(sims.astype(float))
+    best_float32 = spurious_tie_share(exact.astype(np.float32), exact)
+    former = np.float32(20) * sims - logsumexp(20.0 * bank_sims, axis=0).astype(np.float32)
+    assert spurious_tie_share(former, exact) > 0.12  # the log-domain form in beta units
+    assert spurious_tie_share(scores, exact) <= best_float32 + 0.03
+    assert best_float32 < 0.08
+
+
+# -- ties and chunking --------------------------------------------------------------------
+
+
+@pytest.fixture(params=["small leaves", "default leaves"])
+def leaves(request, monkeypatch):
+    if request.param == "small leaves":
+        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
+    # Similarities rounded to 3 decimals tie exactly; any split-dependent rounding
+    # of the fitted state would reorder them.
+    bank = np.round(rng.normal(size=(300, 50)), 3)
+    bank[:, :4] += 1.0
+    queries = np.round(rng.normal(size=(300, 50)), 3)
+    expected = clone(estimator).fit(bank)
+    scores = expected.transform(queries)
+    top = expected.top_k(queries, k=10)
+    for working_memory in (1e-4, None):
+        for n_jobs in (1, 2):
+            fitted = clone(estimator).set_params(working_memory=working_memory, n_jobs=n_jobs)
+            fitted.fit(bank)
+            for got, want in zip(fitted_arrays(fitted), fitted_arrays(expected)):
+                assert_array_equal(got, want)
+            assert_array_equal(fitted.transform(queries), scores)
+            for got, want in zip(fitted.top_k(queries, k=10), top):
+                assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("leaf_cap", [1, 2, 4, 256])
+def test_column_trees_against_closed_forms(monkeypatch, leaf_cap):
+    monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", leaf_cap)
+    for n_rows in range(1, 20):
+        column = np.arange(1.0, n_rows + 1)[:, None]  # sums exact in float64
+        for working_memory in (1e-5, None):
+            reducers = reduce_bank(
+                ProbeMatrix(column), lambda: [ColumnMean(1), ColumnLogSumExp(1, 1.0)], working_memory
+            )
+            mean, soft_max = (reducer.result() for reducer in reducers)
+            assert mean[0] == (n_rows + 1) / 2
+            assert_allclose(soft_max, np.log(np.exp(column).sum()), rtol=1e-15)
+    # two equal similarities: log(2) / beta above them
+    pair = reduce_bank(ProbeMatrix(np.zeros((2, 1))), lambda: [ColumnLogSumExp(1, 10.0)])
+    assert_allclose(pair[0].result(), [np.log(2) / 10.0], rtol=1e-15)
+
+
+# -- integer memmaps ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def int16_memmap(rng, tmp_path):
+    values = rng.integers(-3000, 3000, size=(6000, 1500), dtype=np.int16)
+    path = tmp_path / "sims.npy"
+    np.save(path, values)
+    return np.load(path, mmap_mode="r"), values.astype(np.float64)
+
+
+def peak_allocation(function):
+    tracemalloc.start()
+    try:
+        result = function()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(
+    "estimator", [Centering(), DynamicInvertedSoftmax(beta=0.01, k=2)], ids=repr
+)
+def test_an_integer_memmap_is_cast_block_by_block(int16_memmap, estimator):
+    memmap, as_float = int16_memmap
+    float_bytes = as_float.nbytes  # 72 MB: what casting the whole array would take
+    estimator = clone(estimator).set_params(working_memory=2)
+    fitted, peak = peak_allocation(lambda: estimator.fit(memmap))
+    assert peak < float_bytes / 4  # 13 MB for DIS: blocks, and their exponentials
+    expected = clone(estimator).fit(as_float)
+    for got, want in zip(fitted_arrays(fitted), fitted_arrays(expected)):
+        assert_array_equal(got, want)
+    queries, queries_float = memmap[:1000], as_float[:1000]  # still a memmap
+    (indices, scores), peak = peak_allocation(lambda: fitted.top_k(queries, k=5))
+    assert peak < queries_float.nbytes / 3 and scores.dtype == np.float64
+    assert_array_equal(indices, expected.top_k(queries_float, k=5)[0])
+    out, peak = peak_allocation(lambda: fitted.transform(queries))
+    assert peak < queries_float.nbytes * 1.25  # the float64 output, not a float64 copy on top
+    assert_array_equal(out, expected.transform(queries_float))
+
+
+# -- boundaries of the streaming core ---------------------------------------------------------
+
+
+def test_all_finite_falls_back_when_the_squares_overflow():
+    huge = np.full((3, 4), 1e200)  # finite, but the sum of squares is inf
+    assert all_finite(huge) and all_finite(np.full((2, 2), 3e38, dtype=np.float32))
+    check_finite_block(huge, slice(0, 3))  # no error
+    for bad in (np.nan, np.inf, -np.inf):
+        broken = huge.copy()
+        broken[2, 1] = bad
+        assert not all_finite(broken)
+        with pytest.raises(ValueError, match=r"row 2 to gallery item 1 is"):
+            check_finite_block(broken, slice(0, 3))
+    assert not all_finite(np.array([1.0, np.nan]))  # NaN without overflow too
+
+
+def test_gc_with_a_constant_query_row_and_a_constant_bank_column(rng):
+    bank = rng.normal(size=(20, 5))
+    bank[:, 2] = 0.25  # a constant column: every bank query ties there
+    queries = rng.normal(size=(6, 5))
+    queries[0] = 0.25  # a constant row: nothing to break ties with
+    queries[1, 2] = 0.25
+    fitted = GloballyCorrected().fit(bank)
+    out = fitted.transform(queries)
+    assert_array_equal(out[0], -ref.gc_rank(queries, bank)[0])  # no tie-break term
+    assert ref.gc_rank(queries, bank)[1, 2] == 0  # equal to the whole column: none above
+    assert_array_equal(-np.floor(out), ref.gc_rank(queries, bank))
+    assert_array_equal(ref.dense_rank_rows(out), ref.gc_order_keys(queries, bank))
+    assert fitted.transform(np.full((1, 5), 0.2))[0, 2] == -20.0  # all 20 above, no tie-break
+
+
+def test_top_k_mask_ties_at_the_kth_value():
+    block = np.array(
+        [[1.0, 3.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0, 2.0], [5.0, 4.0, 4.0, 9.0, 4.0]]
+    )
+    assert_array_equal(
+        top_k_mask(block, 2),
+        [[0, 1, 1, 0, 0], [1, 1, 0, 0, 0], [1, 0, 0, 1, 0]],
+    )
+    assert_array_equal(
+        top_k_mask(block, 3),
+        [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]],
+    )
+    assert_array_equal(top_k_mask(block, 1), [[0, 1, 0, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 1, 0]])
+
+
+def test_count_greater_at_equal_values():
+    sorted_columns = np.array([[1.0, 2.0], [2.0, 2.0], [2.0, 2.0], [3.0, 2.0]])
+    values = np.array([[2.0, 2.0], [1.0, 1.0], [3.0, 3.0], [0.0, 2.5]])
+    # strictly greater: equal entries never count
+    assert_array_equal(count_greater(sorted_columns, values), [[1, 0], [3, 4], [0, 0], [4, 0]])
