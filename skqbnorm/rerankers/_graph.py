@@ -1,9 +1,30 @@
-"""Affinity graphs over a list's samples, and their Laplacians."""
+"""Affinity graphs over a list's samples, and their Laplacians.
+
+Distances are measured on the features centred and scaled by powers of two to a largest
+magnitude in [0.5, 1): powers of two scale exactly and translations leave distances
+unchanged, so no square overflows or underflows whatever the features' magnitude, and
+the graph of ``sigma="median"`` is the same, to rounding, for features multiplied by
+any positive factor.
+"""
+
+import warnings
 
 import numpy as np
 from scipy import sparse
 from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
+
+#: Edge lengths beyond this many kernel widths get weight exp(-40^2 / 2) = 0 in
+#: float64 anyway; clipping there keeps the square finite.
+NEGLIGIBLE_RATIO = 40.0
+
+#: Pairs closer than this fraction of their (centred) norms get their distance
+#: recomputed from their differences: the fast dot-product formula ``|x|^2 + |y|^2 -
+#: 2 x.y`` loses their digits (it gives duplicates distances of about 1e-8, not 0).
+CLOSE_PAIR = 1e-3
+
+#: Feature values per block when edge lengths are computed from differences.
+BLOCK_VALUES = 2**22
 
 
 def affinity(features, *, graph="knn", n_neighbors=10, sigma="median"):
@@ -11,46 +32,122 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median"):
 
     Parameters
     ----------
-    features : ndarray of shape (n_items, n_features)
+    features : array-like of shape (n_items, n_features)
     graph : {"knn", "dense"}
-        ``"dense"`` links every pair; ``"knn"`` keeps each item's ``n_neighbors``
-        nearest neighbours and symmetrises (``w_ij = max`` of both directions).
+        ``"dense"`` links every pair. ``"knn"`` links i and j when either is among
+        the other's ``n_neighbors`` nearest (the union of both directions; an edge's
+        weight depends only on its length, so both directions agree); with
+        ``n_neighbors >= n_items - 1`` that is every pair, the dense graph.
     n_neighbors : int
-        Neighbours per item for ``"knn"`` (clipped to n_items - 1).
+        Neighbours per item for ``"knn"``. Duplicates of an item are at distance 0
+        and come first; an item is never its own neighbour.
     sigma : float or "median"
-        Kernel width; ``"median"`` takes the median distance over the graph's edges.
+        Kernel width, > 0. ``"median"`` takes the median length of the graph's
+        edges (dense: of all pairs; knn: of the ``n_items * n_neighbors`` directed
+        nearest-neighbour edges) leaving out edges of length 0, since duplicates
+        carry no scale; if every edge has length 0, every weight is 1. A numeric
+        sigma so small that every weight underflows to 0 leaves every item isolated:
+        that graph has no edge, with a warning.
 
     Returns
     -------
     weights : sparse CSR matrix of shape (n_items, n_items)
-        Symmetric, zero diagonal.
+        Symmetric, zero diagonal, no stored zeros (an underflowed weight is no edge);
+        empty for fewer than 2 items. With ``sigma="median"`` it does not depend on
+        the features' scale (to rounding; exactly for a power-of-two factor).
     """
+    check_sigma(sigma)
+    features = np.asarray(features, dtype=np.float64)
     n_items = len(features)
-    if graph == "dense":
-        distances = pairwise_distances(features)
-        rows, cols = np.nonzero(~np.eye(n_items, dtype=bool))
-        edge_distances = distances[rows, cols]
+    if n_items < 2:
+        return sparse.csr_matrix((n_items, n_items))
+    scaled, exponent = unit_scaled(features)
+    if graph == "dense" or n_neighbors >= n_items - 1:
+        rows, cols, lengths = all_pairs(scaled)
     else:
-        k = min(n_neighbors, n_items - 1)
-        neighbours = NearestNeighbors(n_neighbors=k + 1).fit(features)
-        distances, indices = neighbours.kneighbors(features)
-        # Drop each item's own entry, wherever duplicates put it.
-        keep = indices != np.arange(n_items)[:, None]
-        keep[keep.sum(axis=1) > k, -1] = False
-        cols, edge_distances = indices[keep], distances[keep]
-        rows = np.repeat(np.arange(n_items), keep.sum(axis=1))
-    width = kernel_width(edge_distances, sigma)
-    weights = np.exp(-(edge_distances**2) / (2 * width**2))
+        rows, cols, lengths = nearest_neighbour_edges(scaled, n_neighbors)
+    weights = gaussian(lengths, exponent, sigma)
+    if not weights.any():
+        warnings.warn(
+            f"sigma={sigma!r} is so small against the distances between the {n_items} "
+            "samples that every affinity exp(-d^2 / (2 sigma^2)) underflows to 0: the "
+            "graph has no edge and the prior no effect. Use a larger sigma or 'median'.",
+            UserWarning,
+            stacklevel=2,
+        )
     matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(n_items, n_items))
-    return matrix.maximum(matrix.T).tocsr()
+    return matrix.maximum(matrix.T).tocsr()  # stores no zeros
 
 
-def kernel_width(edge_distances, sigma):
-    if sigma != "median":
+def check_sigma(sigma):
+    if isinstance(sigma, str):
+        if sigma != "median":
+            raise ValueError(f"sigma must be a positive float or 'median'; got {sigma!r}.")
+    elif isinstance(sigma, bool) or not sigma > 0 or not np.isfinite(sigma):
+        raise ValueError(f"sigma must be a positive finite float or 'median'; got {sigma!r}.")
+
+
+def unit_scaled(features):
+    """Centred features scaled to a largest magnitude in [0.5, 1), and the exponent
+    ``e`` with ``features - mean = scaled * 2**e`` (to the centring's rounding)."""
+    first = magnitude_exponent(features)
+    centred = np.ldexp(features, -first)
+    centred = centred - centred.mean(axis=0)
+    second = magnitude_exponent(centred)
+    return np.ldexp(centred, -second), first + second
+
+
+def magnitude_exponent(values):
+    """The power of two that brings the largest magnitude to [0.5, 1); 0 for zeros."""
+    return int(np.frexp(np.abs(values).max(initial=0.0))[1])
+
+
+def all_pairs(features):
+    """Every pair ``i < j`` and its distance (features of magnitude below 1)."""
+    rows, cols = np.triu_indices(len(features), 1)
+    lengths = pairwise_distances(features)[rows, cols]
+    squared_norms = np.einsum("ij,ij->i", features, features)
+    close = lengths**2 < CLOSE_PAIR**2 * (squared_norms[rows] + squared_norms[cols])
+    lengths[close] = edge_lengths(features, rows[close], cols[close])
+    return rows, cols, lengths
+
+
+def nearest_neighbour_edges(features, n_neighbors):
+    """Each item's ``n_neighbors`` nearest other items (directed edges) and distances."""
+    # Without a query, each item is left out of its own neighbours (duplicates are not).
+    search = NearestNeighbors(n_neighbors=n_neighbors).fit(features)
+    cols = search.kneighbors(return_distance=False).ravel()
+    rows = np.repeat(np.arange(len(features)), n_neighbors)
+    return rows, cols, edge_lengths(features, rows, cols)
+
+
+def edge_lengths(features, rows, cols):
+    """``||x_i - x_j||`` from the differences: accurate, symmetric, 0 for duplicates."""
+    lengths = np.empty(len(rows))
+    step = BLOCK_VALUES // features.shape[1] + 1
+    for start in range(0, len(rows), step):
+        block = slice(start, start + step)
+        differences = features[rows[block]] - features[cols[block]]
+        lengths[block] = np.sqrt(np.einsum("ij,ij->i", differences, differences))
+    return lengths
+
+
+def gaussian(lengths, exponent, sigma):
+    """``exp(-(d / sigma)^2 / 2)`` for distances ``d = lengths * 2**exponent``."""
+    if isinstance(sigma, str):
+        ratio = lengths / kernel_width(lengths, sigma)
+    else:
+        mantissa, sigma_exponent = np.frexp(float(sigma))
+        with np.errstate(over="ignore", under="ignore"):
+            ratio = np.ldexp(lengths / mantissa, exponent - int(sigma_exponent))
+    return np.exp(-0.5 * np.minimum(ratio, NEGLIGIBLE_RATIO) ** 2)
+
+
+def kernel_width(edge_distances, sigma="median"):
+    """``sigma`` itself, or the median of the positive edge lengths (1 if there is none:
+    every edge then has length 0 and weight 1 whatever the width)."""
+    if not isinstance(sigma, str):
         return float(sigma)
-    width = float(np.median(edge_distances))
-    if width > 0:
-        return width
     positive = edge_distances[edge_distances > 0]
     return float(np.median(positive)) if len(positive) else 1.0
 
@@ -61,22 +158,28 @@ def degrees(weights):
 
 
 def laplacian(weights, *, normalised=False):
-    """``L = D - W``, or ``I - D^-1/2 W D^-1/2`` (isolated items get a zero row)."""
+    """``L = D - W``, or ``I - D^-1/2 W D^-1/2`` with zero rows for isolated items.
+
+    ``r^T L r`` is ``1/2 sum_ij w_ij (r_i - r_j)^2``, or with ``normalised``
+    ``1/2 sum_ij w_ij (r_i / sqrt(d_i) - r_j / sqrt(d_j))^2``. An isolated item
+    (``d_i = 0``) has no term in either sum, hence a zero row and column: ``D^-1/2``
+    is taken as 0 there and the identity's entry dropped.
+    """
     degree = degrees(weights)
     if not normalised:
         return (sparse.diags(degree) - weights).tocsr()
-    inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=degree > 0)
+    linked = degree > 0
+    inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=linked)
     scaled = sparse.diags(inv_sqrt) @ weights @ sparse.diags(inv_sqrt)
-    return (sparse.diags((degree > 0).astype(float)) - scaled).tocsr()
+    return (sparse.diags(linked.astype(float)) - scaled).tocsr()
 
 
 def pair_laplacian(pairs, weights, n_items):
     """Laplacian of a graph whose edges are the given pairs with the given weights."""
     high, low = pairs
-    matrix = sparse.csr_matrix(
-        (np.concatenate([weights, weights]), (np.concatenate([high, low]), np.concatenate([low, high]))),
-        shape=(n_items, n_items),
-    )
+    both_ways = (np.concatenate([high, low]), np.concatenate([low, high]))
+    matrix = sparse.csr_matrix((np.concatenate([weights, weights]), both_ways),
+                               shape=(n_items, n_items))
     return laplacian(matrix)
 
 

@@ -4,10 +4,18 @@ import numpy as np
 from sklearn.cluster import KMeans
 
 from ..metrics import ordered_pairs
+from ._graph import unit_scaled
+
+#: k-means restarts of the clustering pair selection.
+KMEANS_INITS = 3
 
 
 def initial_order(initial_scores):
-    """Items from first to last in the initial list (ties: lower index first)."""
+    """Items from first to last in the initial list (ties: lower index first).
+
+    Positions, and so the rho-adjacent, top and bottom sets, follow this order; a
+    pair of tied items is never selected, whatever its positions.
+    """
     return np.argsort(-initial_scores, kind="stable")
 
 
@@ -18,7 +26,8 @@ def strictly_ordered(high, low, initial_scores):
 
 
 def rho_adjacent_pairs(initial_scores, rho):
-    """Pairs at most ``rho`` positions apart in the initial list."""
+    """Pairs at most ``rho`` positions apart in the initial list (all pairs from
+    ``rho = N - 1`` on)."""
     order = initial_order(initial_scores)
     n_items = len(order)
     if rho >= n_items - 1:
@@ -29,10 +38,10 @@ def rho_adjacent_pairs(initial_scores, rho):
 
 
 def top_and_bottom(initial_scores, n_top, n_bottom):
-    """The first ``n_top`` and last ``n_bottom`` items of the initial list (each at most N - 1)."""
+    """The first ``n_top`` and the last ``n_bottom`` items of the initial list (all of
+    it for a size of N or more; the two sets overlap when ``n_top + n_bottom > N``)."""
     order = initial_order(initial_scores)
-    n_top, n_bottom = min(n_top, len(order) - 1), min(n_bottom, len(order) - 1)
-    return order[:n_top], order[len(order) - n_bottom :]
+    return order[:n_top], order[-n_bottom:]  # n_bottom >= 1
 
 
 def pairs_between(above, below, initial_scores):
@@ -42,22 +51,33 @@ def pairs_between(above, below, initial_scores):
 
 
 def top_bottom_pairs(initial_scores, n_top, n_bottom):
-    """Each of the top ``n_top`` items with each of the bottom ``n_bottom``."""
+    """Each of the top ``n_top`` items with each of the bottom ``n_bottom`` ranked below
+    it (from ``n_top + n_bottom >= N`` on, the pairs ranked above-below across the
+    overlap too; ``n_top = n_bottom = N - 1`` gives all pairs)."""
     top, bottom = top_and_bottom(initial_scores, n_top, n_bottom)
     return pairs_between(top, bottom, initial_scores)
 
 
 def clustering_pairs(features, initial_scores, n_top, n_bottom, n_clusters, random_state):
-    """Pseudo-positives: the largest cluster of the top ``n_top`` items' features;
-    pseudo-negatives: the bottom ``n_bottom``; every positive-negative pair."""
+    """Pseudo-positives: the largest k-means cluster of the top ``n_top`` items'
+    features; pseudo-negatives: the bottom ``n_bottom``; every positive-negative pair.
+
+    ``n_clusters`` is capped at the number of distinct feature vectors in the top; of
+    equally large clusters, the one holding the best-ranked item wins. The features
+    are scaled as the graph's are, so the clusters do not depend on their magnitude.
+    """
     top, bottom = top_and_bottom(initial_scores, n_top, n_bottom)
-    n_clusters = min(n_clusters, len(top))
-    labels = KMeans(n_clusters=n_clusters, n_init=3, random_state=random_state).fit_predict(features[top])
-    positives = top[labels == np.bincount(labels).argmax()]
-    return pairs_between(positives, bottom, initial_scores)
+    top_features = unit_scaled(features[top])[0]
+    n_clusters = min(n_clusters, len(np.unique(top_features, axis=0)))
+    kmeans = KMeans(n_clusters=n_clusters, n_init=KMEANS_INITS, random_state=random_state)
+    labels = kmeans.fit_predict(top_features)
+    sizes = np.bincount(labels)
+    largest = labels[np.flatnonzero(sizes[labels] == sizes.max())[0]]
+    return pairs_between(top[labels == largest], bottom, initial_scores)
 
 
-def select_pairs(strategy, features, initial_scores, *, rho, n_top, n_bottom, n_clusters, random_state):
+def select_pairs(strategy, features, initial_scores, *, rho, n_top, n_bottom, n_clusters,
+                 random_state):
     if strategy == "all":
         return ordered_pairs(initial_scores)
     if strategy == "rho_adjacent":
