@@ -69,5 +69,5 @@ def test_ranking_metric_errors():
         average_precision([1, 2, 3], [1, 0])
     with pytest.raises(ValueError, match="normaliser must be"):
         average_precision([1, 2], [1, 0], normaliser="all")
-    with pytest.raises(ValueError, match="n must be a positive depth"):
+    with pytest.raises(ValueError, match=r"n must be >= 1; got n=0"):
         average_precision([1, 2], [1, 0], n=0)

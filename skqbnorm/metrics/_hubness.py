@@ -3,9 +3,9 @@
 import numpy as np
 from scipy.stats import skew
 from sklearn.utils import gen_batches
-from sklearn.utils.validation import check_array
 
 from .._stats import rows_per_chunk, top_k_mask
+from ._validation import check_int, check_sims, check_vector
 
 
 def k_occurrence(sims, k=10):
@@ -14,15 +14,15 @@ def k_occurrence(sims, k=10):
     Parameters
     ----------
     sims : array-like of shape (n_queries, n_gallery)
-        Scores, higher is better.
+        Finite scores, higher is better.
     k : int, default=10
-        Neighbourhood size, 1 <= k <= n_gallery. Among tied scores the lowest
-        gallery indices are taken first.
+        Neighbourhood size, an integer with 1 <= k <= n_gallery. Among tied scores
+        the lowest gallery indices are taken first.
 
     Returns
     -------
     counts : ndarray of shape (n_gallery,)
-        The k-occurrence ``N_k`` of every gallery item.
+        The k-occurrence ``N_k`` of every gallery item; they sum to ``n_queries * k``.
 
     Examples
     --------
@@ -30,12 +30,12 @@ def k_occurrence(sims, k=10):
     >>> k_occurrence([[0.9, 0.5, 0.1], [0.8, 0.1, 0.7]], k=1)
     array([2, 0, 0])
     """
-    sims = check_array(sims, dtype=(np.float64, np.float32), input_name="sims")
+    sims = check_sims(sims)
     n_gallery = sims.shape[1]
-    if not 1 <= k <= n_gallery:
-        raise ValueError(f"k must be in [1, {n_gallery}] for sims of shape {sims.shape}; got k={k}.")
+    k = check_int(k, "k", low=1, high=n_gallery, where=f" for sims of shape {sims.shape}")
     counts = np.zeros(n_gallery, dtype=np.int64)
-    for rows in gen_batches(len(sims), rows_per_chunk(n_gallery, sims.dtype.itemsize, n_buffers=4)):
+    step = rows_per_chunk(n_gallery, sims.dtype.itemsize, n_buffers=4)
+    for rows in gen_batches(len(sims), step):
         counts += top_k_mask(sims[rows], k).sum(axis=0)
     return counts
 
@@ -46,18 +46,14 @@ def hubness(sims, k=10):
     Parameters
     ----------
     sims : array-like of shape (n_queries, n_gallery)
-        Scores, higher is better.
+        Finite scores, higher is better.
     k : int, default=10
-        Neighbourhood size of the k-occurrence.
+        Neighbourhood size of the k-occurrence, 1 <= k <= n_gallery.
 
     Returns
     -------
     measures : dict
-        ``"skewness"``: skewness of ``N_k`` over all items, zeros included (biased,
-        as ``scipy.stats.skew``); ``"antihub_occurrence"``: share of items with
-        ``N_k = 0``; ``"hub_occurrence"``: share of all k-occurrences landing on
-        items with ``N_k >= 2k``; ``"robin_hood"``: ``0.5 sum |N_k - mean| / sum N_k``;
-        ``"gini"``: Gini coefficient of ``N_k``.
+        The measures of :func:`hubness_from_counts` over ``k_occurrence(sims, k)``.
 
     Examples
     --------
@@ -72,16 +68,73 @@ def hubness(sims, k=10):
 
 
 def hubness_from_counts(counts, k):
-    """The measures of :func:`hubness`, from a k-occurrence vector."""
-    counts = np.asarray(counts, dtype=np.float64)
+    """The hubness measures of a k-occurrence vector.
+
+    Parameters
+    ----------
+    counts : array-like of shape (n_gallery,)
+        The k-occurrence ``N_k`` of every gallery item: finite, non-negative whole
+        numbers, not all zero.
+    k : int
+        The neighbourhood size the counts were taken at, ``k >= 1`` (it sets the
+        hub threshold ``2k``).
+
+    Returns
+    -------
+    measures : dict
+        ``"skewness"``: skewness of ``N_k`` over all items, zeros included (biased,
+        as ``scipy.stats.skew``; 0 when every count is equal);
+        ``"antihub_occurrence"``: share of items with ``N_k = 0``;
+        ``"hub_occurrence"``: share of all k-occurrences landing on items with
+        ``N_k >= 2k``; ``"robin_hood"``: ``0.5 sum |N_k - mean| / sum N_k``;
+        ``"gini"``: Gini coefficient of ``N_k``.
+
+    Raises
+    ------
+    ValueError
+        When the counts are not a non-empty 1-D vector of finite non-negative
+        whole numbers, or are all zero: without a single occurrence (no query)
+        the shares of occurrences, the Robin Hood index and the Gini coefficient
+        are undefined.
+
+    Examples
+    --------
+    >>> from skqbnorm.metrics import hubness_from_counts
+    >>> measures = hubness_from_counts([4, 2, 0, 0], k=1)  # 6 queries, top-1 each
+    >>> measures["hub_occurrence"], measures["antihub_occurrence"]
+    (1.0, 0.5)
+    >>> round(measures["gini"], 3)
+    0.583
+    """
+    counts = _check_counts(counts)
+    k = check_int(k, "k", low=1)
+    hubs = counts >= 2 * k
+    # The other measures are scale-free: an exact power-of-two scaling keeps cubes finite.
+    counts = np.ldexp(counts, -int(np.frexp(counts.max())[1]))
     total = counts.sum()
-    sorted_counts = np.sort(counts)
-    n = len(counts)
-    gini = (2 * np.arange(1, n + 1) - n - 1) @ sorted_counts / (n * total)
+    n_items = len(counts)
+    gini = (2 * np.arange(1, n_items + 1) - n_items - 1) @ np.sort(counts) / (n_items * total)
+    constant = counts.min() == counts.max()
     return {
-        "skewness": float(skew(counts)) if counts.std() > 0 else 0.0,
+        "skewness": 0.0 if constant else float(skew(counts)),
         "antihub_occurrence": float(np.mean(counts == 0)),
-        "hub_occurrence": float(counts[counts >= 2 * k].sum() / total),
+        "hub_occurrence": float(counts[hubs].sum() / total),
         "robin_hood": float(0.5 * np.abs(counts - counts.mean()).sum() / total),
         "gini": float(gini),
     }
+
+
+def _check_counts(counts):
+    counts = check_vector(counts, "counts")
+    bad = np.flatnonzero((counts < 0) | (counts != np.round(counts)))
+    if bad.size:
+        raise ValueError(
+            f"counts must hold non-negative whole numbers (k-occurrences); "
+            f"counts[{bad[0]}] is {counts[bad[0]]} (shape {counts.shape})."
+        )
+    if not counts.any():
+        raise ValueError(
+            f"counts are all zero (shape {counts.shape}): without any occurrence the "
+            "hubness measures are undefined."
+        )
+    return counts

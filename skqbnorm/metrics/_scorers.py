@@ -2,8 +2,9 @@
 
 from sklearn.utils.metadata_routing import MetadataRequest
 
-from ._ranking import mean_average_precision
-from ._retrieval import retrieval_metrics
+from ._ranking import check_ap_options, mean_average_precision
+from ._retrieval import TIES, retrieval_metrics
+from ._validation import check_option
 
 _SCORES = ("R@1", "R@5", "R@10", "R@50", "geometric_mean")
 
@@ -18,29 +19,33 @@ class RetrievalScorer:
     Parameters
     ----------
     metric : {"R@1", "R@5", "R@10", "R@50", "geometric_mean"}
-        The retrieval metric to maximise.
+        The retrieval metric to maximise (MdR and MnR, lower-is-better, are not
+        offered).
+    ties : {"official", "average", "optimistic", "pessimistic"}
+        The tie convention of :func:`~skqbnorm.metrics.retrieval_metrics`.
     """
 
-    def __init__(self, metric="R@1"):
-        if metric not in _SCORES:
-            raise ValueError(f"metric must be one of {_SCORES}; got {metric!r}.")
-        self.metric = metric
+    def __init__(self, metric="R@1", ties="official"):
+        self.metric = check_option(metric, "metric", _SCORES)
+        self.ties = check_option(ties, "ties", TIES)
 
     def __call__(self, estimator, X, y):
         scores = estimator.transform(X) if hasattr(estimator, "transform") else X
-        return retrieval_metrics(scores, y)[self.metric]
+        return retrieval_metrics(scores, y, ties=self.ties)[self.metric]
 
     def __repr__(self):
-        return f"make_retrieval_scorer({self.metric!r})"
+        return f"make_retrieval_scorer({self.metric!r}, ties={self.ties!r})"
 
 
-def make_retrieval_scorer(metric="R@1"):
+def make_retrieval_scorer(metric="R@1", *, ties="official"):
     """A scorer for ``GridSearchCV`` over querybank normalisers.
 
     Parameters
     ----------
     metric : {"R@1", "R@5", "R@10", "R@50", "geometric_mean"}, default="R@1"
         The retrieval metric to maximise (higher is better for all of them).
+    ties : {"official", "average", "optimistic", "pessimistic"}, default="official"
+        How tied scores count (see :func:`~skqbnorm.metrics.retrieval_metrics`).
 
     Returns
     -------
@@ -61,8 +66,15 @@ def make_retrieval_scorer(metric="R@1"):
     ...                       scoring=make_retrieval_scorer("R@1"), cv=3)
     >>> search.fit(sims, gt).best_params_["beta"] in (1.0, 10.0)
     True
+
+    Arguments are checked at once, not when scoring:
+
+    >>> make_retrieval_scorer("MdR")
+    Traceback (most recent call last):
+    ...
+    ValueError: metric must be one of ('R@1', ...); got metric='MdR'.
     """
-    return RetrievalScorer(metric)
+    return RetrievalScorer(metric, ties=ties)
 
 
 class MAPScorer:
@@ -77,13 +89,13 @@ class MAPScorer:
     Parameters
     ----------
     n : int, default=None
-        Cut-off depth of AP; None evaluates whole lists.
+        Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
     normaliser : {"relevant", "truncated"}, default="relevant"
         AP's denominator (see :func:`~skqbnorm.metrics.average_precision`).
     """
 
     def __init__(self, n=None, normaliser="relevant"):
-        self.n = n
+        self.n = check_ap_options(n, normaliser)
         self.normaliser = normaliser
 
     def __call__(self, estimator, X, y, relevance, groups=None):
@@ -114,13 +126,19 @@ def make_map_scorer(n=None, *, normaliser="relevant"):
     Parameters
     ----------
     n : int, default=None
-        Cut-off depth of AP; None evaluates whole lists.
+        Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
     normaliser : {"relevant", "truncated"}, default="relevant"
         AP's denominator.
 
     Returns
     -------
     scorer : MAPScorer
+
+    Raises
+    ------
+    ValueError, TypeError
+        At once, for an unknown ``normaliser`` or an ``n`` that is not an integer
+        ``>= 1`` (bools and floats included).
 
     Examples
     --------

@@ -1,0 +1,105 @@
+"""Argument checks shared by the metrics; every message names the parameter and its shape."""
+
+import numbers
+
+import numpy as np
+from scipy.sparse import issparse
+
+from .._stats import check_finite_block
+
+
+def check_int(value, name, low, high=None, where=""):
+    """``value`` as an int in ``[low, high]``; bools and integral floats are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(
+            f"{name} must be an integer; got {name}={value!r} of type {type(value).__name__}."
+        )
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be {bound}{where}; got {name}={value}.")
+    return int(value)
+
+
+def check_real(value, name, low=None):
+    """``value`` as a finite float ``>= low``; bools are refused."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(
+            f"{name} must be a real number; got {name}={value!r} of type {type(value).__name__}."
+        )
+    if not np.isfinite(value) or (low is not None and value < low):
+        bound = "finite" if low is None else f"finite and >= {low}"
+        raise ValueError(f"{name} must be {bound}; got {name}={value}.")
+    return float(value)
+
+
+def check_option(value, name, options):
+    if not isinstance(value, str) or value not in options:
+        raise ValueError(f"{name} must be one of {options}; got {name}={value!r}.")
+    return value
+
+
+def real_array(values, name):
+    """``values`` as a dense array of booleans, integers or floats, or a TypeError naming it."""
+    if issparse(values):
+        raise TypeError(
+            f"{name} must be a dense array; got a sparse matrix of shape {values.shape}."
+        )
+    try:
+        array = np.asarray(values)
+    except ValueError:  # a ragged sequence
+        lengths = [len(row) if hasattr(row, "__len__") else 1 for row in values]
+        raise ValueError(
+            f"{name} must be a rectangular array; got a ragged sequence of {len(lengths)} "
+            f"rows of lengths {min(lengths)} to {max(lengths)}, which no array shape fits."
+        ) from None
+    if array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{name} must hold real numbers; got dtype {array.dtype} (shape {array.shape})."
+        )
+    return array
+
+
+def check_vector(values, name, dtype=np.float64):
+    """A non-empty 1-D array of finite reals, cast to ``dtype``; the first bad entry is named."""
+    array = real_array(values, name)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array; got shape {array.shape}.")
+    array = array.astype(dtype, copy=False)
+    bad = np.flatnonzero(~np.isfinite(array))
+    if bad.size:
+        raise ValueError(
+            f"{name} must be finite; {name}[{bad[0]}] is {array[bad[0]]} "
+            f"({bad.size} non-finite of shape {array.shape})."
+        )
+    return array
+
+
+def check_labels(values, name, length, of="scores"):
+    """Booleans (or 0/1) of shape ``(length,)``: the relevance of every item."""
+    labels = np.asarray(values)
+    if labels.shape != (length,):
+        raise ValueError(
+            f"inconsistent numbers of samples: {name} has shape {labels.shape}, "
+            f"{of} has shape ({length},)."
+        )
+    if labels.dtype == bool:
+        return labels
+    binary = labels.dtype.kind in "biuf" and np.isin(labels, (0, 1))
+    if not np.all(binary):
+        first = np.flatnonzero(~np.broadcast_to(binary, labels.shape))[0]
+        raise ValueError(f"{name} must hold booleans or 0/1; {name}[{first}] is {labels[first]}.")
+    return labels.astype(bool)
+
+
+def check_sims(sims):
+    """A non-empty 2-D float32/float64 similarity matrix with finite entries."""
+    sims = real_array(sims, "sims")
+    if sims.ndim != 2 or sims.size == 0:
+        raise ValueError(
+            "sims must be a non-empty 2-D array of shape (n_queries, n_gallery); "
+            f"got shape {sims.shape}."
+        )
+    if sims.dtype not in (np.float32, np.float64):
+        sims = sims.astype(np.float64)
+    check_finite_block(sims, slice(0, len(sims)), name="sims")
+    return sims
