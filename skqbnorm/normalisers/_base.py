@@ -22,6 +22,7 @@ from .._stats import (
     reduce_bank,
     rows_per_chunk,
 )
+from ._gallery_bank import check_gallery_bank_use, fit_gallery_bank
 
 FLOAT_DTYPES = (np.float64, np.float32)
 
@@ -112,6 +113,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     - ``fit(P)``: ``P`` (M x N) is the precomputed bank-by-gallery similarity matrix;
     - ``fit(bank, gallery=G)``: ``bank`` (M x d) and ``G`` (N x d) are embeddings and
       the similarities are computed under ``metric``, block by block;
+    - ``gallery_bank=`` (dual-bank normalisers only, see ``_gallery_bank.py``): a
+      second bank, from the gallery modality, in the querybank's form; every other
+      normaliser refuses it;
     - ``y``, the second positional argument, is ignored as in every scikit-learn
       transformer (``Pipeline`` and ``GridSearchCV`` pass a 1-D target there); a 2-D
       ``y`` is refused, because it is almost surely a gallery meant for ``gallery=``.
@@ -131,7 +135,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     # -- fit -----------------------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y=None, *, gallery=None):
+    def fit(self, X, y=None, *, gallery=None, gallery_bank=None):
         """Learn per-gallery statistics from a querybank.
 
         Parameters
@@ -147,6 +151,10 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             similarities are computed under ``metric``, in matrix products of up
             to 2,048 bank rows that may take up to 256 MiB beyond
             ``working_memory`` (smaller products run far below BLAS speed).
+        gallery_bank : array-like of shape (n_gallery_bank, n_gallery or n_dims), default=None
+            Samples of the gallery modality that are not in the gallery, for the
+            dual-bank normalisers (others refuse it): their similarities to the
+            gallery, or, when ``gallery`` is given, their embeddings.
 
         Returns
         -------
@@ -154,6 +162,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             The fitted normaliser.
         """
         self._check_target(y)
+        check_gallery_bank_use(self, gallery_bank)
         if is_dask_array(X):
             reducers, n_bank = self._reduce_dask(X, gallery)
         else:
@@ -164,15 +173,16 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 probe, lambda: self._reducers(n_bank, n_gallery, probe.dtype), self.working_memory, self.n_jobs
             )
         self._learn(reducers)
+        fit_gallery_bank(self, gallery_bank)
         self.n_bank_ = n_bank
         return self
 
-    def fit_transform(self, X, y=None, *, gallery=None):
+    def fit_transform(self, X, y=None, *, gallery=None, gallery_bank=None):
         """Fit to the querybank, then normalise the bank's own similarity rows.
 
         Parameters
         ----------
-        X, y, gallery
+        X, y, gallery, gallery_bank
             As in :meth:`fit`.
 
         Returns
@@ -180,7 +190,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         scores : ndarray of shape (n_bank, n_gallery)
             The normalised bank similarities.
         """
-        self.fit(X, y, gallery=gallery)
+        self.fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
         return self.transform(X if gallery is None else self.similarities(X))
 
     def _check_target(self, y):
