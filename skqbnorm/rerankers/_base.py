@@ -4,12 +4,21 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_consistent_length, check_X_y, column_or_1d
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_array, column_or_1d
 
-from ._graph import affinity, laplacian
+from ..normalisers._base import NotBool as Interval
+from ..normalisers._base import describe, naming
+from ._graph import affinity, degrees, laplacian, pair_laplacian
 from ._pairs import select_pairs
+from ._solvers import (
+    components,
+    last_of_each_component,
+    paired_components,
+    place_components,
+    solve_two_scales,
+)
 
 
 class BayesianReranker(BaseEstimator):
@@ -21,7 +30,13 @@ class BayesianReranker(BaseEstimator):
         E(r) = prior(r) + c * Dist(r, rbar)
 
     where the prior makes visually similar samples score alike and ``Dist``
-    keeps ``r`` faithful to the initial scores ``rbar``. Subclasses implement
+    keeps ``r`` faithful to the initial scores ``rbar``. Every energy is normalised
+    so that c is dimensionless: the prior ``r^T L r`` is divided by ``tr(L)`` and the
+    distance's sum by its number of terms (pairs or samples), both measured in the
+    same units of score, so that neither the list's length, the graph's density nor
+    the scores' scale changes what a given c means (see each reranker). What the
+    energy leaves free is placed by one rule: each connected component keeps the
+    mean of its initial scores. Subclasses implement
     ``_solve(weights, initial, features)``, returning ``(scores, info)`` with
     ``info`` a dict of ``status``, ``n_iter`` and ``objective``.
 
@@ -56,6 +71,7 @@ class BayesianReranker(BaseEstimator):
         self.n_positive = n_positive
         self.n_jobs = n_jobs
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, groups=None):
         """Rerank every list and keep the scores with solver diagnostics.
 
@@ -73,11 +89,9 @@ class BayesianReranker(BaseEstimator):
         self : object
             Fitted reranker, with ``scores_`` and per-list diagnostics.
         """
-        self._validate_params()
-        X, y = check_X_y(X, y, y_numeric=True, dtype=np.float64)
-        groups = np.zeros(len(y), dtype=int) if groups is None else column_or_1d(groups)
-        check_consistent_length(X, y, groups)
-        self.group_labels_, members = np.unique(groups, return_inverse=True)
+        X, y, groups = checked_inputs(X, y, groups)
+        with naming("groups", groups):
+            self.group_labels_, members = np.unique(groups, return_inverse=True)
         lists = [np.flatnonzero(members == g) for g in range(len(self.group_labels_))]
         for label, index in zip(self.group_labels_, lists):
             self._check_list(label, y[index])
@@ -92,6 +106,7 @@ class BayesianReranker(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         return self
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_predict(self, X, y, groups=None):
         """Rerank and return the new scores.
 
@@ -114,23 +129,34 @@ class BayesianReranker(BaseEstimator):
     def _check_list(self, label, initial):
         where = "" if len(self.group_labels_) == 1 else f" in group {label.item()!r}"
         if len(initial) < 2:
-            raise ValueError(f"A list needs at least 2 samples to rerank; got {len(initial)} sample(s){where}.")
+            raise ValueError(
+                f"A list needs at least 2 samples to rerank; got {len(initial)} sample(s){where} "
+                "(rows of X and entries of y per value of groups)."
+            )
         if np.ptp(initial) == 0:
             raise ValueError(
-                f"The initial scores are constant (all {initial[0]}){where}, shape "
+                f"The initial scores y are constant (all {initial[0]}){where}, shape "
                 f"{initial.shape}: they carry no order to rerank."
             )
 
     def _rerank(self, features, initial):
         weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors, sigma=self.sigma)
-        return self._solve(weights, self._initial_scores(initial), features)
+        scores, info = self._solve(weights, self._initial_scores(initial), features)
+        if not np.all(np.isfinite(scores)):
+            raise ValueError(
+                f"{type(self).__name__} gave non-finite scores for a list of {len(initial)} "
+                f"samples with initial scores y in [{initial.min()}, {initial.max()}]: the "
+                "reranked scores exceed float64's range; rescale y."
+            )
+        return scores, info
 
     def _initial_scores(self, scores):
         """The prior ranking ``rbar``, by the ``initial`` strategy."""
         if self.initial == "scores":
             return scores
-        if self.initial == "minmax":
-            return (scores - scores.min()) / np.ptp(scores)
+        if self.initial == "minmax":  # scale first: max - min may exceed float64's range
+            scaled = scores / np.abs(scores).max()
+            return (scaled - scaled.min()) / np.ptp(scaled)
         order = np.argsort(-scores, kind="stable")
         position = np.empty(len(scores))
         position[order] = np.arange(len(scores))
@@ -141,11 +167,65 @@ class BayesianReranker(BaseEstimator):
     def _prior(self, weights, normalised=False):
         return laplacian(weights, normalised=normalised)
 
+    @staticmethod
+    def _null(weights, normalised):
+        """Per-component null vector of the prior: ones, or ``sqrt(d)`` (isolated items: 1)."""
+        if not normalised:
+            return np.ones(weights.shape[0])
+        degree = degrees(weights)
+        return np.where(degree > 0, np.sqrt(degree), 1.0)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         tags.non_deterministic = False
         return tags
+
+
+def checked_inputs(X, y, groups):
+    """Features, initial scores and list labels, validated; errors name X, y or groups."""
+    if y is None:
+        raise ValueError(
+            "The reranker requires y to be passed, but the target y is None: y holds the "
+            "initial scores."
+        )
+    for name, value in (("X", X), ("y", y)):
+        if getattr(value, "dtype", np.dtype(float)).kind in "mM":  # check_array casts them
+            raise ValueError(f"{name} must be numeric; got {name} of {describe(value)}.")
+    with naming("X", X):
+        X = check_array(X, dtype=np.float64, input_name="X")
+    with naming("y", y):
+        y = column_or_1d(check_array(y, ensure_2d=False, dtype=np.float64, input_name="y"),
+                         warn=True).astype(np.float64, copy=False)
+    if groups is not None:
+        with naming("groups", groups):
+            groups = column_or_1d(groups)
+    if len(X) != len(y) or (groups is not None and len(groups) != len(y)):
+        given = "" if groups is None else f" and groups of shape {groups.shape}"
+        raise ValueError(
+            f"X, y{' and groups' if given else ''} must have one entry per sample; got X of "
+            f"shape {X.shape}{',' if given else ' and'} y of shape {y.shape}{given}."
+        )
+    if groups is None:
+        groups = np.zeros(len(y), dtype=int)
+    return X, y, groups
+
+
+def score_scale(values):
+    """``(magnitude, mean, std)`` with ``values = magnitude * t`` and ``mean, std`` those of t.
+
+    Dividing by the largest magnitude first keeps every moment finite for scores up
+    to float64's limit (1e308): the energies are evaluated on ``t``.
+    """
+    magnitude = float(np.abs(values).max()) or 1.0
+    scaled = values / magnitude
+    return magnitude, float(scaled.mean()), float(scaled.std())
+
+
+def trace_or_one(matrix):
+    """``tr(L)``, the prior's natural scale (1 for a graph without edges)."""
+    trace = float(matrix.diagonal().sum())
+    return trace if trace > 0 else 1.0
 
 
 class PairwiseReranker(BayesianReranker):
@@ -180,9 +260,38 @@ class PairwiseReranker(BayesianReranker):
             n_clusters=self.n_clusters, random_state=self.random_state,
         )
         if len(pairs[0]) == 0:
+            strategy = f"initial={self.initial!r}" + (
+                f" with n_positive={self.n_positive}" if self.initial == "binary" else ""
+            )
             raise ValueError(
                 f"pairs={self.pairs!r} selected no strictly ordered pair from {len(initial)} "
-                "initial scores; choose another pair strategy or more distinct scores."
+                f"initial scores ({strategy}); choose another pair strategy, initial "
+                "strategy or more distinct scores."
             )
         return pairs
 
+    def _components(self, weights, prior, pairs):
+        """Components of the graph joined with the pairs, which hold pairs, null vectors."""
+        joined = prior + pair_laplacian(pairs, np.ones(len(pairs[0])), prior.shape[0])
+        label = components(joined)
+        return label, paired_components(label, pairs), self._null(weights, self._normalised())
+
+    def _normalised(self):
+        return self.laplacian == "normalised"
+
+    def _closed_form(self, weights, prior, pairs, strength, pull, kappa, start):
+        """Solve ``(L + kappa L_pairs(strength)) r = kappa pull``, the minimiser of the
+        prior plus a quadratic pair term, for any kappa (see ``solve_two_scales``)."""
+        label, has_pair, null = self._components(weights, prior, pairs)
+        # Singular on each component the energy leaves free to move: every one under the
+        # plain Laplacian, those without pairs under the normalised one.
+        free = ~has_pair[label] if self._normalised() else np.ones(len(label), dtype=bool)
+        pair_prior = pair_laplacian(pairs, strength, len(label))
+        return solve_two_scales(prior, pair_prior, pull, kappa, null=null,
+                                pinned=last_of_each_component(label) & free, start=start)
+
+    def _place(self, scores, initial, weights, prior, pairs):
+        """Each component at the mean of its initial scores (see ``place_components``)."""
+        label, has_pair, null = self._components(weights, prior, pairs)
+        return place_components(scores, initial, label, has_pair, null,
+                                shift_paired=not self._normalised())

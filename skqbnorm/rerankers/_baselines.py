@@ -1,25 +1,37 @@
 """Baseline rerankers: point-wise distance and random walk."""
 
 import numpy as np
-from scipy import sparse
 from sklearn.utils._param_validation import StrOptions
 
-from ..metrics import pointwise_distance
-from ._base import BayesianReranker
+from ._base import BayesianReranker, score_scale, trace_or_one
 from ._graph import degrees, laplacian, quadratic_form
-from ._solvers import solve_graph_system
+from ._solvers import solve_anchored
 
 
 class PointwiseReranker(BayesianReranker):
     """Bayesian reranking with the point-wise distance ``sum (r_i - rbar_i)^2``.
 
-    Minimises ``r^T L r + c ||r - rbar||^2``, whose minimiser solves
-    ``(L + c I) r = c rbar`` (preconditioned conjugate gradients). A baseline: the point-wise distance ignores order.
+    The paper's energy ``E(r) = r^T L r + c ||r - rbar||^2`` is normalised so that c is
+    dimensionless (the same at every list size, graph density and score scale)::
+
+        E(r) = r^T L r / tr(L)  +  c / N * ||r - rbar||^2
+
+    ``r^T L r / tr(L)`` is half the weighted mean of ``(r_i - r_j)^2`` over the graph's
+    edges and ``||r - rbar||^2 / N`` the mean squared change: both are intensive and
+    scale as the scores squared. (``objective_`` reports E divided by the initial
+    scores' variance.) The minimiser solves ``(L / dbar + c I) r = c rbar`` with the
+    mean degree ``dbar = tr(L) / N``: the paper's form with c times dbar. Summing
+    these equations over a connected component of the graph shows that each
+    component keeps the mean of its initial scores (the ``sqrt(d)``-weighted mean
+    under the normalised Laplacian), whatever c. A baseline: the point-wise distance
+    ignores order.
 
     Parameters
     ----------
-    c : float, default=1.0
-        Weight of the distance against the visual-consistency prior, > 0.
+    c : float, default=0.03
+        Weight of the distance against the visual-consistency prior, > 0 and
+        dimensionless: large c keeps the initial scores, small c gives graph-smooth
+        scores (each component at its mean).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -65,20 +77,28 @@ class PointwiseReranker(BayesianReranker):
         "laplacian": [StrOptions({"unnormalised", "normalised"})],
     }
 
-    def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median",
+    def __init__(self, c=0.03, *, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalised", initial="scores", n_positive=10, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
                          n_positive=n_positive, n_jobs=n_jobs)
         self.laplacian = laplacian
 
     def _solve(self, weights, initial, features):
-        prior = self._prior(weights, self.laplacian == "normalised")
-        system = prior + self.c * sparse.identity(len(initial))
-        scores, info = solve_graph_system(system, self.c * initial, start=initial)
-        info["objective"] = quadratic_form(prior, scores) + self.c * pointwise_distance(
-            scores, initial, squared=True
-        )
-        return scores, info
+        normalised = self.laplacian == "normalised"
+        prior = self._prior(weights, normalised)
+        magnitude, _, spread = score_scale(initial)
+        target = initial / magnitude
+        mean_degree = trace_or_one(prior) / len(target)
+        scores, info = solve_anchored(prior / mean_degree, np.ones(len(target)), target, self.c,
+                                      null=self._null(weights, normalised))
+        info["objective"] = pointwise_energy(prior, scores, target, self.c) / (spread or 1.0) ** 2
+        return magnitude * scores, info
+
+
+def pointwise_energy(prior, scores, initial, c):
+    """``r^T L r / tr(L) + c / N ||r - rbar||^2``."""
+    return (quadratic_form(prior, scores) / trace_or_one(prior)
+            + c * np.mean((scores - initial) ** 2))
 
 
 class RandomWalkReranker(BayesianReranker):
@@ -90,6 +110,16 @@ class RandomWalkReranker(BayesianReranker):
     ``1/2 sum w_ij (x_i/d_i - x_j/d_j)^2 + c sum (x_i - v_i)^2 / d_i`` with
     ``c = (1 - alpha) / alpha``; the parameter here is that ``c``. One sparse
     symmetric solve, of ``((1 + c) D - W) y = c v`` with ``x = D y``.
+
+    This c is already dimensionless: with ``x`` of the initial scores' scale, both
+    terms scale as ``sum_i x_i^2 / d_i`` (k-NN graph: ``N x^2 / (k w)``; dense
+    graph: ``x^2 / w``), so their ratio does not change with the list size, the
+    graph's density or the scores' scale. ``objective_`` reports the energy
+    normalised accordingly, divided by ``sum_i 1 / d_i`` and by the initial scores'
+    variance. Summing the fixed-point equations over a connected component shows that
+    each component keeps the sum of its initial scores (an isolated sample keeps its
+    own), whatever c; a very small c gives ``x`` proportional to the degrees within
+    each component (the walk's stationary distribution).
 
     Parameters
     ----------
@@ -133,22 +163,28 @@ class RandomWalkReranker(BayesianReranker):
     """
 
     def _solve(self, weights, initial, features):
-        # With y = D^-1 x the fixed point reads ((1 + c) D - W) y = c v: symmetric and
-        # positive definite. An isolated sample (d = 0) only keeps (1 - alpha) v, which
-        # taking d = 1 for it reproduces.
+        # With y = D^-1 x the fixed point reads (L + c D) y = c v: the minimiser of
+        # y^T L y + c sum_i d_i (y_i - v_i / d_i)^2. An isolated sample (d = 0) only
+        # keeps (1 - alpha) v, which taking d = 1 for it reproduces.
+        magnitude, _, spread = score_scale(initial)
+        target = initial / magnitude
         degree = degrees(weights)
         degree[degree == 0] = 1.0
-        system = (1 + self.c) * sparse.diags(degree) - weights
-        density, info = solve_graph_system(system, self.c * initial, start=initial / degree)
+        density, info = solve_anchored(laplacian(weights), degree, target / degree, self.c,
+                                       null=np.ones(len(target)))
         scores = degree * density
-        info["objective"] = random_walk_energy(weights, scores, initial, self.c)
-        return scores, info
+        info["objective"] = random_walk_energy(weights, scores, target, self.c) / (spread or 1.0) ** 2
+        return magnitude * scores, info
 
 
 def random_walk_energy(weights, scores, initial, c):
-    """``1/2 sum w_ij (x_i/d_i - x_j/d_j)^2 + c sum (x_i - v_i)^2 / d_i`` (isolated items skipped)."""
+    """``[1/2 sum w_ij (x_i/d_i - x_j/d_j)^2 + c sum (x_i - v_i)^2 / d_i] / sum 1/d_i``.
+
+    Isolated items are skipped.
+    """
     degree = degrees(weights)
     linked = degree > 0
     per_degree = np.divide(scores, degree, out=np.zeros_like(scores), where=linked)
     fidelity = ((scores - initial)[linked] ** 2 / degree[linked]).sum()
-    return quadratic_form(laplacian(weights), per_degree) + c * fidelity
+    normaliser = (1 / degree[linked]).sum() if linked.any() else 1.0
+    return (quadratic_form(laplacian(weights), per_degree) + c * fidelity) / normaliser

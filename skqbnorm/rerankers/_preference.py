@@ -3,31 +3,52 @@
 import numpy as np
 
 from ..metrics import preference_strength_distance
-from ._base import PairwiseReranker
-from ._graph import pair_laplacian, quadratic_form
-from ._solvers import solve_graph_system
+from ._base import PairwiseReranker, score_scale, trace_or_one
+from ._graph import quadratic_form
 
 
 class PreferenceStrengthReranker(PairwiseReranker):
     """Bayesian reranking with the preference-strength distance (Tian et al., 2008).
 
-    Minimises ``r^T L r + c * sum_{(i, j) in S} (1 - (r_i - r_j) / (rbar_i - rbar_j))^2``:
-    the reranked gaps should keep the initial list's order *and* the strength of
-    its preferences. The minimiser solves ``2 L~ r = c~`` with
-    ``L~ = L + Laplacian(c / (rbar_i - rbar_j)^2 on the pairs)`` and
-    ``c~_k = 2c sum_{j : {k, j} in S} 1 / (rbar_k - rbar_j)``: one sparse symmetric
-    solve (preconditioned conjugate gradients). The energy does not see a constant
-    shift of a connected component; each component is shifted to the mean of its
-    initial scores. Pairs whose initial scores tie carry no preference and are
-    dropped.
+    The paper minimises ``r^T L r + c * sum_{(i, j) in S} (1 - (r_i - r_j) / (rbar_i -
+    rbar_j))^2``: the reranked gaps should keep the initial list's order *and* the
+    strength of its preferences. Its c grows as ``N^2`` with rank-based scores (the
+    gaps shrink as ``1/N``, so each ratio's sensitivity grows as ``N``). Here the
+    energy is normalised so that c is dimensionless (the same at every list size,
+    graph density and score scale)::
+
+        E(r) = r^T L r / (tr(L) s^2)  +  c g^2 / (|S| s^2) * sum_{(i, j) in S} (1 - (r_i - r_j) / (rbar_i - rbar_j))^2
+
+    with ``s^2`` the variance of the initial scores and ``g^2`` the mean squared
+    initial gap of the selected pairs. Written as ``(g / gap_ij)^2 (gap_ij - (r_i -
+    r_j))^2``, the distance is the mean squared change of the pairs' gaps weighted by
+    their normalised preference strengths ``alpha_ij^2 = (g / gap_ij)^2`` (scale-free,
+    mean about 1), and ``r^T L r / tr(L)`` is half the weighted mean of ``(r_i -
+    r_j)^2`` over the graph's edges: both are intensive, in the scores' units squared.
+    The minimiser solves ``(L + kappa L~) r = kappa (A alpha)`` with ``L~`` the
+    Laplacian of the pairs weighted by ``1 / gap_ij^2``, ``(A alpha)_k = sum_{j :
+    (k, j) in S} 1/gap_kj - sum_{j : (j, k) in S} 1/gap_jk`` and ``kappa = c g^2
+    tr(L) / |S|``: one sparse symmetric solve (preconditioned conjugate gradients
+    beyond 2,000 samples), computed on the standardised scores so that any finite
+    scale works. The offsets between visual components that only the pairs link
+    are solved separately, so a tiny c keeps them.
+
+    The energy does not see a constant shift of a connected component of the graph
+    joined with the pairs: each is shifted to the mean of its initial scores; a
+    component without any selected pair gets its initial scores' mean (the
+    normalised Laplacian's minimiser ``proportional to sqrt(d)`` with that mean), as
+    in every reranker here. Pairs whose initial scores tie carry no preference and
+    are dropped; a gap below 1e-150 standard deviations is refused.
 
     Parameters
     ----------
-    c : float, default=1e-6
-        Weight of the ranking distance against the visual-consistency prior, > 0.
-        The pair weights ``c / (rbar_i - rbar_j)^2`` grow as ``c N^2`` with
-        rank-based initial scores, hence the small default (tuned on lists of a
-        few hundred samples); search c on a logarithmic grid.
+    c : float, default=0.03
+        Weight of the ranking distance against the visual-consistency prior, > 0 and
+        dimensionless. The default is the best c by MAP on the lists of
+        ``scripts/reranker_c_study.py`` (digits and user-interface messages, 200 and
+        2,000 items, rho-adjacent pairs) to within a decade. With ``pairs="all"`` the
+        far pairs' large gaps set ``g``, so the near pairs weigh far more: search lower
+        (digits: c = 1e-4).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -68,7 +89,7 @@ class PreferenceStrengthReranker(PairwiseReranker):
         Conjugate-gradient iterations per list (0: lists of up to 2,000 samples
         are factorised directly).
     objective_ : ndarray of shape (n_lists,)
-        The energy at the solution.
+        The normalised energy ``E(r)`` at the solution (dimensionless).
     n_features_in_ : int
         Number of features per sample.
 
@@ -78,12 +99,12 @@ class PreferenceStrengthReranker(PairwiseReranker):
     >>> from skqbnorm import PreferenceStrengthReranker
     >>> features = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
     >>> initial = np.array([5.0, 4.0, 1.0, 3.0, 2.0])  # sample 2 looks like 0 and 1
-    >>> reranker = PreferenceStrengthReranker(c=0.1, n_neighbors=2, rho=4, initial="scores")
+    >>> reranker = PreferenceStrengthReranker(c=0.03, n_neighbors=2, rho=4, initial="scores")
     >>> np.argsort(-reranker.fit_predict(features, initial))  # ... and moves up
     array([0, 1, 2, 3, 4])
     """
 
-    def __init__(self, c=1e-6, *, graph="knn", n_neighbors=10, sigma="median",
+    def __init__(self, c=0.03, *, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
                  n_clusters=3, initial="rank", n_positive=10, random_state=None, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, laplacian=laplacian,
@@ -93,15 +114,43 @@ class PreferenceStrengthReranker(PairwiseReranker):
     def _solve(self, weights, initial, features):
         n_items = len(initial)
         high, low = pairs = self._pairs(features, initial)
-        alpha = 1.0 / (initial[high] - initial[low])
         normalised = self.laplacian == "normalised"
+        scaled, standard, to_scores = standardise(initial, centre=not normalised)
+        with np.errstate(divide="ignore", over="ignore"):  # gaps from before any centring
+            alpha = scaled.std() / (scaled[high] - scaled[low])
+            strength = alpha**2
+        if not np.all(np.isfinite(strength)):
+            raise ValueError(
+                f"A selected pair's initial scores y differ by {1 / np.abs(alpha).max():.3g} times "
+                "their standard deviation: its preference strength 1/gap^2 exceeds float64's "
+                "range. Gaps must be at least 1e-150 times the standard deviation; use "
+                "initial='rank' for scores with near-ties."
+            )
         prior = self._prior(weights, normalised)
-        system = prior + pair_laplacian(pairs, self.c * alpha**2, n_items)
-        half_rhs = self.c * (np.bincount(high, alpha, n_items) - np.bincount(low, alpha, n_items))
-        scores, info = solve_graph_system(
-            system, half_rhs, start=initial, shift_to=None if normalised else initial
-        )
-        info["objective"] = quadratic_form(prior, scores) + self.c * preference_strength_distance(
-            scores, initial, pairs
-        )
-        return scores, info
+        pull = np.bincount(high, alpha, n_items) - np.bincount(low, alpha, n_items)
+        # 2 (L / tr(L) + c g^2/|S| L_pairs) r = 2 c g^2/|S| pull, times tr(L):
+        # (L + kappa L_pairs) r = kappa pull with kappa = c g^2 tr(L) / |S|.
+        kappa = self.c * np.mean(1 / strength) * trace_or_one(prior) / len(high)
+        scores, info = self._closed_form(weights, prior, pairs, strength, pull, kappa, standard)
+        scores = self._place(scores, standard, weights, prior, pairs)
+        info["objective"] = preference_strength_energy(prior, scores, standard, pairs, self.c)
+        return to_scores(scores), info
+
+
+def standardise(initial, *, centre):
+    """The scores over their largest magnitude, in units of their standard deviation
+    (centred if asked), and the way back."""
+    magnitude, mean, spread = score_scale(initial)
+    shift = mean if centre else 0.0
+    scaled = initial / magnitude
+    return scaled, (scaled - shift) / spread, lambda scores: magnitude * (shift + spread * scores)
+
+
+def preference_strength_energy(prior, scores, initial, pairs, c):
+    """``r^T L r / tr(L) + c g^2 / |S| sum (1 - (r_i - r_j) / (rbar_i - rbar_j))^2`` (sd units).
+
+    ``g^2`` is the mean squared initial gap of the selected pairs.
+    """
+    gap = initial[pairs[0]] - initial[pairs[1]]
+    return (quadratic_form(prior, scores) / trace_or_one(prior)
+            + c * np.mean(gap**2) * preference_strength_distance(scores, initial, pairs) / len(gap))

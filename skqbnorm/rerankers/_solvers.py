@@ -1,4 +1,4 @@
-"""The sparse symmetric solve shared by the closed-form rerankers."""
+"""The sparse symmetric solves shared by the closed-form rerankers, and component placement."""
 
 import warnings
 
@@ -12,58 +12,153 @@ from sklearn.exceptions import ConvergenceWarning
 TOLERANCE = 1e-10
 #: Lists up to this size are solved by a direct sparse factorisation.
 DIRECT_MAX_SIZE = 2000
+#: Relative c below which the anchored solve's correction term has reached its c -> 0 limit.
+SMALLEST_C = 1e-10
+#: Relative weight of the distance beyond which a closed form has reached its c -> inf limit.
+LARGEST_KAPPA = 1e12
 
 
-def solve_graph_system(system, rhs, *, start, shift_to=None):
-    """Solve the symmetric positive (semi-)definite ``system @ r = rhs``.
+def components(matrix):
+    """Connected-component label of every item of a symmetric sparse pattern."""
+    return connected_components(sparse.csr_matrix(matrix), directed=False)[1]
 
-    Lists of up to ``DIRECT_MAX_SIZE`` samples are factorised directly (exact,
-    whatever the conditioning). Larger ones use Jacobi-preconditioned conjugate
-    gradients from ``start``: the systems are graph Laplacians plus positive
-    terms, whose factorisations fill in badly on k-NN graphs of high-dimensional
-    features, while a product with them costs one pass over their non-zeros.
 
-    With ``shift_to``, the system is a Laplacian whose null space holds the
-    constants of each connected component (``rhs`` sums to zero on each, so the
-    system is consistent): the solution is fixed up to a shift per component,
-    and each component is shifted so that its mean equals that of ``shift_to``.
-    SPEC's pinned score is one such choice; this one keeps the scores on the
-    initial list's scale.
+def solve_anchored(prior, anchor, target, c, *, null):
+    """Minimise ``z^T prior z + c sum_i anchor_i (z_i - target_i)^2`` for any ``c > 0``.
+
+    ``prior`` is a graph Laplacian (plain or normalised) whose null space holds one
+    vector ``null`` per connected component, ``anchor`` a positive diagonal. The
+    minimiser solves ``(prior + c A) z = c A target``. It is split as
+    ``z = sum_C a_C null_C + delta`` with ``delta`` A-orthogonal to every null vector:
+    ``a_C = null_C^T A target / null_C^T A null_C`` (the component's anchored mean,
+    exact whatever c) and ``delta`` of order ``c`` for small c. Solving for
+    ``delta / c`` (c <= 1) or ``delta`` with the system divided by c (c > 1) keeps the
+    system well scaled from c = 1e-300 to c = 1e300: a tiny c gives each component
+    its anchored mean plus ``c`` times the limit correction, instead of the round-off
+    of a near-singular solve.
 
     Returns
     -------
-    scores : ndarray
+    z : ndarray
     info : dict
-        ``status`` ("solved" or "maximum iterations reached") and ``n_iter``.
+        ``status`` and ``n_iter``.
+    """
+    label = components(prior)
+    anchored_null = anchor * null
+    level = np.bincount(label, anchored_null * target) / np.bincount(label, anchored_null * null)
+    base = level[label] * null
+    residual = anchor * (target - base)
+    if c <= 1:  # solve for f = delta / c; below SMALLEST_C, f has reached its c -> 0 limit
+        floor = SMALLEST_C * prior.diagonal().mean() / anchor.mean()
+        system, scale = prior + max(c, floor) * sparse.diags(anchor), c
+    else:
+        system, scale = prior / c + sparse.diags(anchor), 1.0
+    if len(target) <= DIRECT_MAX_SIZE:
+        delta = splu(sparse.csc_matrix(system)).solve(residual)
+        info = {"status": "solved", "n_iter": 0}
+    else:
+        delta, info = conjugate_gradients(sparse.csr_matrix(system), residual, np.zeros_like(target))
+    # Remove the round-off along the nearly null vectors (exactly zero in theory).
+    drift = np.bincount(label, anchored_null * delta) / np.bincount(label, anchored_null * null)
+    delta = delta - drift[label] * null
+    return base + scale * delta, info
+
+
+def last_of_each_component(label):
+    last_index = np.zeros(label.max() + 1, dtype=np.intp)
+    np.maximum.at(last_index, label, np.arange(len(label)))
+    last = np.zeros(len(label), dtype=bool)
+    last[last_index] = True
+    return last
+
+
+def solve_pinned(system, rhs, *, pinned, start):
+    """Solve the symmetric positive semi-definite ``system @ r = rhs``, ``r_k = 0`` where pinned.
+
+    ``pinned`` marks one item in each connected component on which ``system`` is
+    singular (a Laplacian: the constants); ``rhs`` must be consistent there. Lists of
+    up to ``DIRECT_MAX_SIZE`` samples are factorised directly (exact, whatever the
+    conditioning); larger ones use Jacobi-preconditioned conjugate gradients from
+    ``start``: the systems are graph Laplacians plus positive terms, whose
+    factorisations fill in badly on k-NN graphs of high-dimensional features, while a
+    product with them costs one pass over their non-zeros. The caller places each
+    component afterwards (conjugate gradients leave the pinned items free).
     """
     system = sparse.csr_matrix(system)
-    if shift_to is not None:
-        _, component = connected_components(system, directed=False)
     if len(rhs) <= DIRECT_MAX_SIZE:
-        if shift_to is not None:  # SPEC's pin: one score per component replaced by 0
-            system, rhs = pin_one_per_component(system, rhs, component)
-        scores, info = splu(sparse.csc_matrix(system)).solve(rhs), {"status": "solved", "n_iter": 0}
+        keep = sparse.diags((~pinned).astype(float))
+        pinned_system = keep @ system + sparse.diags(pinned.astype(float))
+        scores = splu(sparse.csc_matrix(pinned_system)).solve(np.where(pinned, 0.0, rhs))
+        return scores, {"status": "solved", "n_iter": 0}
+    return conjugate_gradients(system, rhs, start)
+
+
+def solve_two_scales(prior, pair_prior, pull, kappa, *, null, pinned, start):
+    """Solve ``(L + kappa L_pairs) r = kappa pull`` accurately for any ``kappa > 0``.
+
+    ``r = B o + delta``, with ``B`` the prior's null vectors (one column per connected
+    component of the affinity graph): the offsets ``o`` between components, which the
+    prior does not see, minimise the pair term alone (``B^T L_pairs B o = B^T pull``,
+    whatever kappa); ``delta`` then solves ``(L + kappa L_pairs) delta = kappa (pull -
+    L_pairs B o)``, whose right-hand side has no part along ``B``: computed as kappa
+    times an O(1) solution for kappa <= 1, and with the system divided by kappa
+    above (capped at ``LARGEST_KAPPA``, where the c -> inf limit is reached to 12
+    digits). A tiny c thus keeps the offsets between components, a huge c the pairs.
+    ``pinned`` marks one item per component on which the system is singular.
+    """
+    n_items = len(pull)
+    label = components(prior)
+    basis = sparse.csr_matrix((null, (np.arange(n_items), label)), shape=(n_items, label.max() + 1))
+    coarse = (basis.T @ pair_prior @ basis).tocsr()
+    coarse_pins = last_of_each_component(components(coarse))
+    offsets, _ = solve_pinned(coarse, basis.T @ pull, pinned=coarse_pins,
+                              start=np.zeros(coarse.shape[0]))
+    base = basis @ offsets
+    rest = pull - pair_prior @ base
+    if kappa <= 1:
+        delta, info = solve_pinned(prior + kappa * pair_prior, rest, pinned=pinned, start=start)
+        delta = kappa * delta
     else:
-        scores, info = conjugate_gradients(system, rhs, start)
-    if shift_to is not None:
-        offset = np.bincount(component, shift_to - scores) / np.bincount(component)
-        scores = scores + offset[component]
-    return scores, info
+        capped = min(kappa, LARGEST_KAPPA)
+        delta, info = solve_pinned(prior / capped + pair_prior, rest, pinned=pinned, start=start)
+    return base + delta, info
 
 
-def pin_one_per_component(system, rhs, component):
-    """Replace the row of each component's last sample by that of ``r_k = 0``."""
-    last_index = np.zeros(component.max() + 1, dtype=np.intp)
-    np.maximum.at(last_index, component, np.arange(len(rhs)))
-    last = np.zeros(len(rhs), dtype=bool)
-    last[last_index] = True
-    pinned = sparse.diags((~last).astype(float)) @ system + sparse.diags(last.astype(float))
-    return pinned, np.where(last, 0.0, rhs)
+def place_components(scores, initial, label, has_pair, null, *, shift_paired):
+    """The shared rule for what the energy leaves free, per connected component.
+
+    A component without any selected pair only feels the prior, minimised by any
+    multiple of its null vector: it gets the one whose mean is the mean of its
+    initial scores (an isolated item keeps its initial score). A component with
+    pairs under the plain Laplacian is fixed up to a shift: it is shifted to the
+    mean of its initial scores. Under the normalised Laplacian a component with pairs
+    is fully determined by the energy and stays as solved.
+    """
+    count = np.bincount(label)
+    initial_mean = np.bincount(label, initial) / count
+    null_mean = np.bincount(label, null) / count
+    free = np.flatnonzero(~has_pair)
+    placed = scores.copy()
+    loose = np.isin(label, free)
+    placed[loose] = (initial_mean / null_mean)[label[loose]] * null[loose]
+    if shift_paired:
+        offset = initial_mean - np.bincount(label, scores) / count
+        placed[~loose] = scores[~loose] + offset[label[~loose]]
+    return placed
+
+
+def paired_components(label, pairs):
+    """Whether each component holds at least one selected pair."""
+    has_pair = np.zeros(label.max() + 1, dtype=bool)
+    has_pair[label[pairs[0]]] = True
+    return has_pair
 
 
 def conjugate_gradients(system, rhs, start):
     diagonal = system.diagonal()
-    preconditioner = sparse.diags(np.divide(1.0, diagonal, out=np.ones_like(diagonal), where=diagonal > 0))
+    preconditioner = sparse.diags(
+        np.divide(1.0, diagonal, out=np.ones_like(diagonal), where=diagonal > 0)
+    )
     n_iter = 0
 
     def count(_):
