@@ -5,7 +5,7 @@ from scipy.stats import skew
 from sklearn.utils import gen_batches
 
 from .._stats import rows_per_chunk, top_k_mask
-from ._validation import check_int, check_sims, check_vector
+from .._validation import check_int, check_sims, check_vector
 
 
 def k_occurrence(sims, k=10):

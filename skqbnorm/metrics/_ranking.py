@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._validation import check_int, check_labels, check_option, check_real, check_vector
+from .._validation import check_int, check_labels, check_option, check_real, check_vector
 
 NORMALISERS = ("relevant", "truncated")
 

@@ -2,9 +2,9 @@
 
 from sklearn.utils.metadata_routing import MetadataRequest
 
+from .._validation import check_option
 from ._ranking import check_ap_options, mean_average_precision
 from ._retrieval import TIES, retrieval_metrics
-from ._validation import check_option
 
 _SCORES = ("R@1", "R@5", "R@10", "R@50", "geometric_mean")
 

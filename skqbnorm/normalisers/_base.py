@@ -1,14 +1,13 @@
 """QueryBankNormaliser: the contract every querybank normaliser follows."""
 
 import warnings
-from contextlib import contextmanager
 from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils import gen_batches
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._dask import is_dask_array, reduce_dask_bank, transform_dask
@@ -22,65 +21,14 @@ from .._stats import (
     reduce_bank,
     rows_per_chunk,
 )
+from .._validation import (
+    FLOAT_DTYPES,
+    NotBool,
+    check_embeddings,
+    float_dtype,
+    naming,
+)
 from ._gallery_bank import check_gallery_bank_use, fit_gallery_bank
-
-FLOAT_DTYPES = (np.float64, np.float32)
-
-
-def float_dtype(array, name):
-    """The dtype blocks of ``array`` are cast to: float32 and float64 kept, else float64.
-
-    Only real numbers are accepted (``dtype="numeric"`` lets datetimes through).
-    """
-    if array.dtype.kind not in "biuf":
-        raise ValueError(
-            f"{name} must hold real numbers, got dtype {array.dtype} (shape {array.shape})."
-        )
-    return array.dtype if array.dtype in FLOAT_DTYPES else np.dtype(np.float64)
-
-
-def describe(array):
-    """``shape (m, n), dtype d`` of an array-like, for error messages."""
-    try:
-        shape = np.shape(array)
-    except ValueError:  # a ragged sequence
-        return f"a ragged {type(array).__name__}"
-    dtype = getattr(array, "dtype", None)
-    return f"shape {shape}" + (f", dtype {dtype}" if dtype is not None else "")
-
-
-@contextmanager
-def naming(name, array):
-    """Validation errors from scikit-learn, restated to name the parameter and its shape."""
-    try:
-        yield
-    except (ValueError, TypeError) as error:
-        kind = ValueError if isinstance(error, ValueError) else TypeError
-        raise kind(f"{name}: {error} (got {name} of {describe(array)})") from error
-
-
-def check_embeddings(X, name, dtype=FLOAT_DTYPES):
-    """A validated 2-D array of finite embeddings, or an error naming ``name``.
-
-    Finiteness is tested here, not by check_array, whose sum overflows to NaN (with a
-    warning) for finite embeddings near the float maximum.
-    """
-    with naming(name, X):
-        X = check_array(X, dtype=dtype, ensure_all_finite=False, input_name=name)
-    if not all_finite(X):
-        bad = tuple(np.argwhere(~np.isfinite(X))[0])
-        raise ValueError(
-            f"Input {name} contains NaN or infinity: {name} embedding {bad[0]}, "
-            f"dimension {bad[1]} is {X[bad]} (embeddings of shape {X.shape})."
-        )
-    return X
-
-
-class NotBool(Interval):
-    """An ``Interval`` that refuses bools, which Python counts as Integral and Real."""
-
-    def is_satisfied_by(self, val):
-        return not isinstance(val, bool) and super().is_satisfied_by(val)
 
 
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):

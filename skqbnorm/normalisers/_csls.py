@@ -5,7 +5,8 @@ from numbers import Integral
 import numpy as np
 
 from .._stats import ColumnTopKMean, finite_mean, row_top_k
-from ._base import NotBool, QueryBankNormaliser
+from .._validation import NotBool
+from ._base import QueryBankNormaliser
 
 
 class CSLS(QueryBankNormaliser):

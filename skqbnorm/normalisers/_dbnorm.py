@@ -5,7 +5,8 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
-from ._base import NotBool, QueryBankNormaliser
+from .._validation import NotBool
+from ._base import QueryBankNormaliser
 from ._softmax import DynamicInvertedSoftmax
 
 

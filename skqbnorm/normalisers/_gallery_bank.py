@@ -30,6 +30,7 @@ from .._stats import (
     prepare_embeddings,
     reduce_bank,
 )
+from .._validation import check_embeddings, float_dtype, naming
 
 
 def check_gallery_bank_use(normaliser, gallery_bank):
@@ -93,9 +94,6 @@ class GalleryBank:
         )
 
     def _probe(self, gallery_bank):
-        # Imported here: _base imports this module.
-        from ._base import check_embeddings, float_dtype, naming
-
         gallery = self.normaliser.gallery_embeddings_
         if gallery is None:
             with naming("gallery_bank", gallery_bank):

@@ -6,7 +6,8 @@ import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
 from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
-from ._base import NotBool, QueryBankNormaliser
+from .._validation import NotBool
+from ._base import QueryBankNormaliser
 
 
 class InvertedSoftmax(QueryBankNormaliser):

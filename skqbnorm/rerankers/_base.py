@@ -8,8 +8,8 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
-from ..normalisers._base import NotBool as Interval
-from ..normalisers._base import describe, naming
+from .._validation import NotBool as Interval
+from .._validation import describe, naming
 from ._graph import affinity, degrees, laplacian, pair_laplacian
 from ._pairs import select_pairs
 from ._solvers import (

@@ -8,8 +8,8 @@ import osqp
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 
+from .._validation import NotBool as Interval
 from ..metrics import hinge_distance
-from ..normalisers._base import NotBool as Interval
 from ._base import PairwiseReranker, score_scale, trace_or_one
 from ._graph import quadratic_form
 

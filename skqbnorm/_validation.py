@@ -1,11 +1,14 @@
-"""Argument checks shared by the metrics; every message names the parameter and its shape."""
+"""Argument checks shared by the whole package; every message names the parameter and its shape."""
 
 import numbers
+from contextlib import contextmanager
 
 import numpy as np
 from scipy.sparse import issparse
+from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_array
 
-from .._stats import check_finite_block
+from ._stats import all_finite, check_finite_block
 
 
 def check_int(value, name, low, high=None, where=""):
@@ -103,3 +106,62 @@ def check_sims(sims):
         sims = sims.astype(np.float64)
     check_finite_block(sims, slice(0, len(sims)), name="sims")
     return sims
+
+
+FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def float_dtype(array, name):
+    """The dtype blocks of ``array`` are cast to: float32 and float64 kept, else float64.
+
+    Only real numbers are accepted (``dtype="numeric"`` lets datetimes through).
+    """
+    if array.dtype.kind not in "biuf":
+        raise ValueError(
+            f"{name} must hold real numbers, got dtype {array.dtype} (shape {array.shape})."
+        )
+    return array.dtype if array.dtype in FLOAT_DTYPES else np.dtype(np.float64)
+
+
+def describe(array):
+    """``shape (m, n), dtype d`` of an array-like, for error messages."""
+    try:
+        shape = np.shape(array)
+    except ValueError:  # a ragged sequence
+        return f"a ragged {type(array).__name__}"
+    dtype = getattr(array, "dtype", None)
+    return f"shape {shape}" + (f", dtype {dtype}" if dtype is not None else "")
+
+
+@contextmanager
+def naming(name, array):
+    """Validation errors from scikit-learn, restated to name the parameter and its shape."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        kind = ValueError if isinstance(error, ValueError) else TypeError
+        raise kind(f"{name}: {error} (got {name} of {describe(array)})") from error
+
+
+def check_embeddings(X, name, dtype=FLOAT_DTYPES):
+    """A validated 2-D array of finite embeddings, or an error naming ``name``.
+
+    Finiteness is tested here, not by check_array, whose sum overflows to NaN (with a
+    warning) for finite embeddings near the float maximum.
+    """
+    with naming(name, X):
+        X = check_array(X, dtype=dtype, ensure_all_finite=False, input_name=name)
+    if not all_finite(X):
+        bad = tuple(np.argwhere(~np.isfinite(X))[0])
+        raise ValueError(
+            f"Input {name} contains NaN or infinity: {name} embedding {bad[0]}, "
+            f"dimension {bad[1]} is {X[bad]} (embeddings of shape {X.shape})."
+        )
+    return X
+
+
+class NotBool(Interval):
+    """An ``Interval`` that refuses bools, which Python counts as Integral and Real."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, bool) and super().is_satisfied_by(val)
