@@ -7,9 +7,13 @@ Bayesian rerankers (estimators that refine an initial ranking by visual consiste
 from .normalisers import (
     CSLS,
     Centering,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DualSoftmax,
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
+    SinkhornNormalisation,
 )
 from .rerankers import (
     HingeReranker,
@@ -23,6 +27,9 @@ __version__ = "0.1.0"
 __all__ = [
     "CSLS",
     "Centering",
+    "DualDynamicInvertedSoftmax",
+    "DualInvertedSoftmax",
+    "DualSoftmax",
     "DynamicInvertedSoftmax",
     "GloballyCorrected",
     "HingeReranker",
@@ -30,5 +37,6 @@ __all__ = [
     "PointwiseReranker",
     "PreferenceStrengthReranker",
     "RandomWalkReranker",
+    "SinkhornNormalisation",
     "__version__",
 ]

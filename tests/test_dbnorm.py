@@ -8,10 +8,17 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+)
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
-from skqbnorm.normalisers._dbnorm import DualDynamicInvertedSoftmax, DualInvertedSoftmax
 
 import reference as ref
 

@@ -3,14 +3,21 @@
 from ._base import QueryBankNormaliser
 from ._centering import Centering
 from ._csls import CSLS
+from ._dbnorm import DualDynamicInvertedSoftmax, DualInvertedSoftmax
+from ._dual_softmax import DualSoftmax
 from ._gc import GloballyCorrected
+from ._sinkhorn import SinkhornNormalisation
 from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
 __all__ = [
     "CSLS",
     "Centering",
+    "DualDynamicInvertedSoftmax",
+    "DualInvertedSoftmax",
+    "DualSoftmax",
     "DynamicInvertedSoftmax",
     "GloballyCorrected",
     "InvertedSoftmax",
     "QueryBankNormaliser",
+    "SinkhornNormalisation",
 ]

@@ -119,7 +119,7 @@ class DualInvertedSoftmax(QueryBankNormaliser):
     which the querybank alone does not see:
 
     >>> import numpy as np
-    >>> from skqbnorm.normalisers._dbnorm import DualInvertedSoftmax
+    >>> from skqbnorm import DualInvertedSoftmax
     >>> querybank = [[0.5, 0.5], [0.4, 0.6]]
     >>> gallery_bank = [[0.9, 0.2], [0.8, 0.1]]
     >>> normaliser = DualInvertedSoftmax(beta1=10.0, beta2=10.0)
@@ -278,7 +278,7 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
     --------
     The querybank activates item 1, the gallery bank item 0:
 
-    >>> from skqbnorm.normalisers._dbnorm import DualDynamicInvertedSoftmax
+    >>> from skqbnorm import DualDynamicInvertedSoftmax
     >>> querybank = [[0.4, 0.6], [0.5, 0.7]]
     >>> gallery_bank = [[0.9, 0.2], [0.8, 0.1]]
     >>> normaliser = DualDynamicInvertedSoftmax(beta1=10.0, beta2=10.0, k=1)

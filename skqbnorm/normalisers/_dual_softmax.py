@@ -1,0 +1,133 @@
+"""Dual softmax at inference (DSL, CAMoE): similarities weighted by a softmax over queries."""
+
+from numbers import Real
+
+import numpy as np
+
+from .._stats import ColumnLogSumExp
+from .._validation import NotBool
+from ._base import QueryBankNormaliser
+
+
+class DualSoftmax(QueryBankNormaliser):
+    """Dual softmax (DSL) of query similarities, over a querybank or the test queries.
+
+    CAMoE (Cheng et al., 2021), as post-processing in CLIP4Clip and X-CLIP, weights
+    each similarity by a softmax over the *queries* of its gallery column::
+
+        S'[q, g] = S[q, g] * softmax_q(S[:, g] / T)[q]
+                 = S[q, g] * exp(S[q, g] / T - logsumexp_b(P[b, g] / T))
+
+    with the temperature ``T = 1`` at inference. :meth:`fit` learns the per-item soft
+    maxima ``c_g = T * logsumexp_b(P[b, g] / T)`` over the querybank rows ``P``, and
+    :meth:`transform` returns ``S * exp((S - c_g) / T)``, the exponent computed in the
+    log domain. Not a bias form: the factor ``S`` stays. The formula is followed
+    literally, so the sign of ``S`` matters: a negative similarity becomes more
+    negative the larger its weight (the weight is highest where the query stands out),
+    and ``S = 0`` scores 0 whatever its weight. Scores whose weight underflows the
+    dtype (``(S - c_g) / T`` below about -745 in float64, -103 in float32) are 0.
+
+    Two uses, two protocols:
+
+    - **Transductive** (as published): ``fit_transform(S)`` on the test query-by-gallery
+      matrix itself, so the softmax runs over the test queries. Every score then
+      depends on the other test queries: it needs them all at once, and it exploits
+      the benchmark's one-to-one pairing of queries and gallery items (a column's
+      mass goes to the query most drawn to it; CAMoE issues #6 and #7). Compared with
+      methods that score each query alone, this is not a fair comparison; it is fair
+      only against other transductive methods, or when a batch of queries with
+      (nearly) one answer each really is available at once.
+    - **Querybank** (inductive): ``fit(P)`` on a querybank, e.g. training queries,
+      then ``transform(S)`` on new queries: the softmax denominator runs over the bank
+      instead (the query itself is not in it), each query is scored alone, and the
+      comparison with the other querybank normalisers is fair.
+
+    The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
+    bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
+    and gallery embeddings and computes the similarities under ``metric``; the
+    second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    temperature : float, default=1.0
+        The softmax temperature ``T``, > 0 (CAMoE uses 1 at inference).
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block of bank rows during fit and of
+        query rows during transform; None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
+
+    Attributes
+    ----------
+    bank_soft_max_ : ndarray of shape (n_gallery,)
+        ``c_g = T * logsumexp_b(P[b, g] / T)`` per gallery item, in float64, bitwise
+        the same for every ``working_memory`` and ``n_jobs``.
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    See Also
+    --------
+    InvertedSoftmax : ``S / T - c_g / T``, the log of the weight alone.
+
+    Examples
+    --------
+    Transductive, over the test queries: each column's softmax favours the query
+    most drawn to that item.
+
+    >>> import numpy as np
+    >>> from skqbnorm import DualSoftmax
+    >>> sims = np.array([[0.9, 0.8], [0.7, 0.1]])
+    >>> DualSoftmax().fit_transform(sims).round(4)
+    array([[0.4949, 0.5346],
+           [0.3151, 0.0332]])
+
+    With a querybank, new queries are scored one at a time:
+
+    >>> normaliser = DualSoftmax(temperature=0.5).fit(sims)
+    >>> normaliser.transform([[0.8, 0.5]]).round(4)
+    array([[0.3921, 0.2201]])
+    """
+
+    _parameter_constraints: dict = {
+        **QueryBankNormaliser._parameter_constraints,
+        "temperature": [NotBool(Real, 0, np.inf, closed="neither")],
+    }
+
+    def __init__(self, temperature=1.0, *, metric="cosine", working_memory=None, n_jobs=None):
+        super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
+        self.temperature = temperature
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnLogSumExp(n_gallery, 1.0 / self.temperature)]
+
+    def _learn(self, reducers):
+        soft_max = reducers[0].result()
+        if not np.isfinite(soft_max).all():
+            raise ValueError(
+                f"temperature={self.temperature!r} is too large for these similarities: the "
+                f"bank's soft maxima, max + T * log(n_bank) (up to {np.nanmax(soft_max):.3g}), "
+                "overflow float64. Use a smaller temperature or smaller similarities."
+            )
+        self.bank_soft_max_ = soft_max
+
+    def _score(self, sims, columns, row_state, out):
+        with np.errstate(over="ignore", under="ignore"):
+            temperature = sims.dtype.type(self.temperature)
+        if not 0 < temperature < np.inf:  # a temperature beyond float32's range
+            wide = np.empty(sims.shape)
+            self._score(sims.astype(np.float64), columns, row_state, wide)
+            out[...] = wide
+            return
+        np.subtract(sims, self.bank_soft_max_[columns].astype(sims.dtype), out=out)
+        out /= temperature
+        np.exp(out, out=out)  # a finite score that overflows is computed again in float64
+        out *= sims
