@@ -95,14 +95,16 @@ def ranking(scores):
 CASES = [
     (DualInvertedSoftmax(beta1=2.0, beta2=5.0),
      lambda q, b, h: dual_inverted_softmax(q, b, h, 2.0, 5.0)),
-    (DualInvertedSoftmax(),
+    (DualInvertedSoftmax(beta1=1 / 1.99, beta2=3.0),  # the released code's betas
      lambda q, b, h: dual_inverted_softmax(q, b, h, 1 / 1.99, 3.0)),
+    (DualInvertedSoftmax(),
+     lambda q, b, h: dual_inverted_softmax(q, b, h, 20.0, 1.0)),
     (DualDynamicInvertedSoftmax(beta1=2.0, beta2=5.0, k=1),
      lambda q, b, h: dual_dynamic_inverted_softmax(q, b, h, 2.0, 5.0, 1)),
     (DualDynamicInvertedSoftmax(beta1=7.0, beta2=1.5, k=2),
      lambda q, b, h: dual_dynamic_inverted_softmax(q, b, h, 7.0, 1.5, 2)),
 ]
-IDS = ["dual", "dual-defaults", "dynamic-k1", "dynamic-k2"]
+IDS = ["dual", "dual-released", "dual-defaults", "dynamic-k1", "dynamic-k2"]
 
 
 # -- the formula -------------------------------------------------------------------

@@ -67,12 +67,12 @@ def test_matches_dense_reference(rng, temperature, dtype):
 def test_hand_computed_values_and_the_sign_of_similarities():
     # Column 0: softmax weights e^.5 / (e^.5 + e^-.5) and e^-.5 / (...); column 1 ties.
     sims = np.array([[0.5, -0.3], [-0.5, -0.3]])
-    out = DualSoftmax().fit_transform(sims)
+    out = DualSoftmax(temperature=1.0).fit_transform(sims)
     high = np.exp(0.5) / (np.exp(0.5) + np.exp(-0.5))
     assert_allclose(out, [[0.5 * high, -0.15], [-0.5 * (1 - high), -0.15]], rtol=1e-14)
     # literally S * weight: a negative similarity grows more negative with its weight,
     # and a similarity of 0 scores 0 whatever its weight
-    normaliser = DualSoftmax().fit(np.array([[-0.2, 0.0], [-0.4, 0.0]]))
+    normaliser = DualSoftmax(temperature=1.0).fit(np.array([[-0.2, 0.0], [-0.4, 0.0]]))
     weights = np.exp(np.array([-0.2, -0.4]) - np.log(np.exp(-0.2) + np.exp(-0.4)))
     assert_allclose(normaliser.transform([[-0.2, 0.0]]), [[-0.2 * weights[0], 0.0]], rtol=1e-14)
     assert normaliser.transform([[-0.2, 0.0]])[0, 0] < normaliser.transform([[-0.4, 0.0]])[0, 0] * 0.5
@@ -159,7 +159,7 @@ def test_top_k_equals_transform_then_stable_sort(rng):
 def test_finite_on_logit_scale_similarities(rng, dtype):
     # CLIP-style logits (x100) at T = 1: exp(S / T) overflows, the log-domain form does not.
     queries, bank = sims_pair(rng, scale=100.0, dtype=dtype)
-    out = DualSoftmax().fit_transform(queries)
+    out = DualSoftmax(temperature=1.0).fit_transform(queries)
     assert out.dtype == dtype and np.isfinite(out).all()
     assert_allclose(out, dual_softmax_transductive(queries.astype(float), 1.0), **tolerance(dtype))
     with np.errstate(over="ignore"):

@@ -102,8 +102,9 @@ def test_embedding_mode_matches_reference(rng, metric):
 
     bank_sims = prepare(bank_emb) @ prepare(gallery_emb).T
     query_sims = prepare(query_emb) @ prepare(gallery_emb).T
-    fitted = quiet(SinkhornNormalisation(tau=0.02, metric=metric)).fit(bank_emb, gallery=gallery_emb)
-    precomputed = quiet(SinkhornNormalisation(tau=0.02)).fit(bank_sims)
+    fitted = quiet(SinkhornNormalisation(tau=0.02, n_iter=10, metric=metric)).fit(
+        bank_emb, gallery=gallery_emb)
+    precomputed = quiet(SinkhornNormalisation(tau=0.02, n_iter=10)).fit(bank_sims)
     expected = sinkhorn_scores(query_sims, bank_sims, 0.02, 10)
     out = fitted.transform(fitted.similarities(query_emb))
     assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
@@ -260,7 +261,7 @@ def test_top_k_equals_transform_then_stable_sort(rng):
 def test_finite_on_logit_scale_similarities(rng, dtype):
     # CLIP-style logits (x100) with tau = 0.01: (s - 1) / tau reaches 1e4, far past exp's range.
     queries, bank = sims_pair(rng, scale=100.0, dtype=dtype)
-    fitted = quiet(SinkhornNormalisation(tau=0.01)).fit(bank)
+    fitted = quiet(SinkhornNormalisation(tau=0.01, n_iter=10)).fit(bank)
     out = fitted.transform(queries)
     assert out.dtype == dtype and np.isfinite(out).all()
     for name in FITTED:
