@@ -13,6 +13,9 @@ from .normalisers import (
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
     SinkhornNormalisation,
 )
 from .rerankers import (
@@ -34,8 +37,11 @@ __all__ = [
     "GloballyCorrected",
     "HingeReranker",
     "InvertedSoftmax",
+    "MutualProximity",
+    "NearestNeighborNormalization",
     "PointwiseReranker",
     "PreferenceStrengthReranker",
+    "QueryBankZNorm",
     "RandomWalkReranker",
     "SinkhornNormalisation",
     "__version__",

@@ -563,3 +563,155 @@ def merge_top_k(best, scores, first_column, k):
         indices = np.concatenate([best[0], indices], axis=1)
     order = np.argsort(-values, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)
+
+
+def moments(values, axis):
+    """Mean and population standard deviation over ``axis``, in float64 (see ColumnMoments).
+
+    Two passes about the first entry, in units of a power of two per result (exact),
+    set by the largest magnitude: nothing overflows or underflows at any scale, and
+    a constant gives exactly its value and a standard deviation of exactly 0.
+    """
+    largest = np.maximum(values.max(axis=axis), -values.min(axis=axis))
+    # |values| < 2**exponent; a product by the power of two is exact, and far faster
+    # than ldexp (the floor keeps 2**-exponent finite).
+    exponent = np.maximum(np.frexp(largest)[1], -1022)
+    factor = np.expand_dims(np.ldexp(1.0, -exponent), axis)
+    scaled = np.multiply(values, factor, dtype=np.float64)
+    first = np.take(scaled, [0], axis=axis)
+    scaled -= first
+    shift = scaled.sum(axis=axis, keepdims=True) / values.shape[axis]
+    scaled -= shift
+    np.square(scaled, out=scaled)
+    std = np.sqrt(scaled.sum(axis=axis) / values.shape[axis])
+    return np.ldexp((first + shift).squeeze(axis), exponent), np.ldexp(std, exponent)
+
+
+class ColumnMoments(ColumnTree):
+    """Column mean and population standard deviation in float64, over a fixed tree.
+
+    A node holds its row count and its columns' mean and standard deviation, all
+    within the data's range (a standard deviation never exceeds the largest
+    magnitude), so nothing overflows for finite input near the float64 maximum.
+    Leaves are reduced by ``moments``; nodes combine by the pairwise update of Chan,
+    Golub and LeVeque (1979), also in units of a power of two per column, set by
+    the largest mean or standard deviation, so that the squares neither overflow
+    nor underflow. The bank's last leaf, when partial, is reduced over its own rows
+    (no padding).
+    """
+
+    def __init__(self, n_columns, leaf_rows=None):
+        super().__init__(n_columns)
+        if leaf_rows is not None:
+            self.leaf_rows = leaf_rows
+
+    def update(self, block, rows):
+        whole = len(block) - len(block) % self.leaf_rows
+        super().update(block[:whole], slice(rows.start, rows.start + whole))
+        if whole < len(block):
+            last = np.ascontiguousarray(block[whole:])[None]
+            self._add((int(rows.start) + whole) // self.leaf_rows, self._leaves(last))
+
+    def _leaves(self, groups):
+        # numpy sums a middle axis row after row: the same order for every stack
+        # (with one column, each leaf is one contiguous run: the same too).
+        counts = np.full((len(groups), 1), float(groups.shape[1]))
+        return (counts, *moments(groups, axis=1))
+
+    def _combine(self, left, right):
+        (n_left, mean_left, std_left), (n_right, mean_right, std_right) = left, right
+        count = n_left + n_right
+        w_left, w_right = n_left / count, n_right / count
+        largest = np.maximum(
+            np.maximum(np.abs(mean_left), np.abs(mean_right)), np.maximum(std_left, std_right)
+        )
+        exponent = np.frexp(largest)[1]
+        m_left, m_right, s_left, s_right = (
+            np.ldexp(value, -exponent) for value in (mean_left, mean_right, std_left, std_right)
+        )
+        delta = m_right - m_left
+        mean = m_left + w_right * delta  # exactly m_left where the means agree
+        variance = w_left * s_left**2 + w_right * s_right**2 + (w_left * w_right) * delta**2
+        return count, np.ldexp(mean, exponent), np.ldexp(np.sqrt(variance), exponent)
+
+    def _promote(self, node):
+        return node
+
+    def result(self):
+        """The column means and population standard deviations."""
+        (_, mean, std), _ = self.root()
+        return mean, std
+
+
+class RowMoments:
+    """Mean and population standard deviation of every row, fed its columns in order.
+
+    The columns are cut into aligned leaves of ``LEAF_COLUMNS``, each reduced by
+    ``moments`` over a contiguous run (numpy's pairwise sum depends on the run's
+    length only), and the leaves combined over one fixed tree (``ColumnMoments``'s),
+    so the result is bitwise the same for every cut of the rows into column chunks
+    and of the queries into row blocks: ``top_k``'s streamed rows agree with
+    ``transform``'s whole rows. Columns of a leaf not yet complete wait in
+    ``pending`` (fewer than ``LEAF_COLUMNS`` per row).
+    """
+
+    LEAF_COLUMNS = 256
+
+    def __init__(self):
+        self.tree, self.pending, self.start, self.moments = None, None, 0, None
+
+    def update(self, block):
+        """Add the next columns of the rows; returns self."""
+        if self.tree is None:
+            self.tree = ColumnMoments(len(block), leaf_rows=self.LEAF_COLUMNS)
+        values = block if self.pending is None else np.concatenate([self.pending, block], axis=1)
+        whole = values.shape[1] - values.shape[1] % self.LEAF_COLUMNS
+        if whole:
+            self._add_leaves(values[:, :whole], self.LEAF_COLUMNS)
+        self.pending = values[:, whole:]
+        return self
+
+    def _add_leaves(self, values, width):
+        leaves = np.ascontiguousarray(values).reshape(len(values), -1, width)
+        mean, std = moments(leaves, axis=2)
+        counts = np.full((leaves.shape[1], 1), float(width))
+        self.tree._add(self.start // self.LEAF_COLUMNS, (counts, mean.T, std.T))
+        self.start += values.shape[1]
+
+    def result(self):
+        """The rows' means and standard deviations, once every column has been added."""
+        if self.moments is None:
+            if self.pending.shape[1]:  # the last, partial leaf
+                self._add_leaves(self.pending, self.pending.shape[1])
+            self.moments = self.tree.result()
+        return self.moments
+
+
+class SortedRows:
+    """Every row's values sorted ascending, from its columns in chunks (O(n_columns) a row)."""
+
+    def __init__(self):
+        self.chunks, self.sorted = [], None
+
+    def update(self, block):
+        """Add the next columns of the rows; returns self."""
+        self.chunks.append(block)
+        return self
+
+    def result(self):
+        if self.sorted is None:
+            self.sorted = np.sort(np.concatenate(self.chunks, axis=1), axis=1)
+            self.chunks = []
+        return self.sorted
+
+
+def count_below_midpoint(sorted_columns, values):
+    """``#{i : sorted_columns[i, j] < v} + #{i : sorted_columns[i, j] == v} / 2``, v = values[q, j].
+
+    Two bisections (``count_greater``): the entries above v, and those above the
+    float just below v in the common dtype, that is, at least v.
+    """
+    values = values.astype(np.result_type(sorted_columns.dtype, values.dtype), copy=False)
+    above = count_greater(sorted_columns, values)
+    at_least = count_greater(sorted_columns, np.nextafter(values, -np.inf))
+    return sorted_columns.shape[0] - (above + at_least) * 0.5

@@ -80,3 +80,47 @@ def k_occurrence(sims, k):
         for j in np.argsort(-row, kind="stable")[:k]:
             counts[j] += 1
     return counts
+
+
+# -- issue 10: NNN, DN, querybank z-norm, mutual proximity (SPEC, "Later methods") --------
+
+
+def nnn(query_sims, bank_sims, k, alpha):
+    """s(q, g) - alpha * (mean of the k largest s(b, g) over the bank)."""
+    return query_sims - alpha * np.sort(bank_sims, axis=0)[-k:].mean(axis=0)
+
+
+def weighted_centering(query_sims, bank_sims, weight):
+    """DN: s(q, g) - weight * mean_b s(b, g)."""
+    return query_sims - weight * bank_sims.mean(axis=0)
+
+
+def _scale(std):
+    return np.where(std == 0, 1.0, std)
+
+
+def querybank_z_norm(query_sims, bank_sims):
+    """(s - mu_g) / sigma_g over the bank, population std; a zero sigma taken as 1."""
+    return (query_sims - bank_sims.mean(axis=0)) / _scale(bank_sims.std(axis=0))
+
+
+def mutual_proximity_gaussian(query_sims, bank_sims):
+    """log Phi((s - mu_g) / sigma_g) + log Phi((s - mu_q) / sigma_q)."""
+    from scipy.special import log_ndtr
+
+    row_z = (query_sims - query_sims.mean(axis=1, keepdims=True)) / _scale(
+        query_sims.std(axis=1, keepdims=True)
+    )
+    return log_ndtr(querybank_z_norm(query_sims, bank_sims)) + log_ndtr(row_z)
+
+
+def mutual_proximity_empiric(query_sims, bank_sims):
+    """log of the mid-distribution fractions: ties half, s itself one of the ties."""
+    n_bank, n_gallery = bank_sims.shape[0], query_sims.shape[1]
+    bank = bank_sims[None, :, :]  # (1, M, N) against (Q, 1, N)
+    s = query_sims[:, None, :]
+    bank_share = ((bank < s).sum(axis=1) + ((bank == s).sum(axis=1) + 1) / 2) / (n_bank + 1)
+    row = query_sims[:, None, :]  # row[q, 0, j] = s(q, j), against s(q, g) at [q, g, 0]
+    own = query_sims[:, :, None]
+    row_share = ((row < own).sum(axis=2) + (row == own).sum(axis=2) / 2) / n_gallery
+    return np.log(bank_share) + np.log(row_share)

@@ -6,6 +6,8 @@ from ._csls import CSLS
 from ._dbnorm import DualDynamicInvertedSoftmax, DualInvertedSoftmax
 from ._dual_softmax import DualSoftmax
 from ._gc import GloballyCorrected
+from ._mutual_proximity import MutualProximity, QueryBankZNorm
+from ._nnn import NearestNeighborNormalization
 from ._sinkhorn import SinkhornNormalisation
 from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
@@ -18,6 +20,9 @@ __all__ = [
     "DynamicInvertedSoftmax",
     "GloballyCorrected",
     "InvertedSoftmax",
+    "MutualProximity",
+    "NearestNeighborNormalization",
     "QueryBankNormaliser",
+    "QueryBankZNorm",
     "SinkhornNormalisation",
 ]

@@ -1,17 +1,24 @@
-"""Centering: the querybank's column mean as a baseline normaliser."""
+"""Centering: the querybank's column mean as a baseline normaliser, and DN."""
+
+from numbers import Real
 
 import numpy as np
 
 from .._stats import ColumnMean
+from .._validation import NotBool
 from ._base import QueryBankNormaliser
 
 
 class Centering(QueryBankNormaliser):
-    """Subtract the querybank's mean similarity to each gallery item (CENT).
+    """Subtract (a multiple of) the querybank's mean similarity to each gallery item.
 
-    ``score(q, g) = s(q, g) - mean_i s(b_i, g)``; for inner products this is
-    centring the queries on the bank centroid. A baseline: the QB-Norm paper found
-    it harmful for cross-modal retrieval.
+    ``score(q, g) = s(q, g) - weight * mean_i s(b_i, g)``. With ``weight=1`` (the
+    default) this is CENT: for inner products, centring the queries on the bank
+    centroid; a baseline, which the QB-Norm paper found harmful for cross-modal
+    retrieval. With ``weight=0.5`` it is Distribution Normalization (DN, shipped
+    with NNN, Chowdhury et al. 2024), which subtracts half the bank's mean embedding
+    from each query embedding: for dot products, ``<q - w * mean_b b, g> = s(q, g) -
+    w * mean_b s(b, g)``.
 
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
@@ -20,6 +27,8 @@ class Centering(QueryBankNormaliser):
 
     Parameters
     ----------
+    weight : float, default=1.0
+        Multiple of the bank's mean similarity subtracted, >= 0: 1 is CENT, 0.5 DN.
     metric : {"cosine", "dot"}, default="cosine"
         Similarity used in embedding mode.
     working_memory : float, default=None
@@ -42,6 +51,11 @@ class Centering(QueryBankNormaliser):
     feature_names_in_ : ndarray of shape (n_gallery,)
         Gallery names, when fitted on a DataFrame of similarities.
 
+    See Also
+    --------
+    NearestNeighborNormalization : Subtracts a multiple of the k nearest bank
+        similarities' mean instead.
+
     Examples
     --------
     >>> import numpy as np
@@ -49,13 +63,30 @@ class Centering(QueryBankNormaliser):
     >>> normaliser = Centering().fit(np.array([[0.9, 0.1], [0.7, 0.3]]))
     >>> normaliser.transform([[0.8, 0.4]]).round(3)
     array([[0. , 0.2]])
+
+    Distribution Normalization subtracts half the mean:
+
+    >>> dn = Centering(weight=0.5).fit(np.array([[0.9, 0.1], [0.7, 0.3]]))
+    >>> dn.transform([[0.8, 0.4]]).round(3)
+    array([[0.4, 0.3]])
     """
+
+    _parameter_constraints: dict = {
+        **QueryBankNormaliser._parameter_constraints,
+        "weight": [NotBool(Real, 0, np.inf, closed="left")],
+    }
+
+    def __init__(self, weight=1.0, *, metric="cosine", working_memory=None, n_jobs=None):
+        super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
+        self.weight = weight
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnMean(n_gallery)]
 
     def _learn(self, reducers):
         self.bank_mean_ = reducers[0].result()
+        with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
+            self._bias = self.weight * self.bank_mean_  # the mean itself for weight=1
 
     def _score(self, sims, columns, row_state, out):
-        np.subtract(sims, self.bank_mean_[columns].astype(sims.dtype), out=out)
+        np.subtract(sims, self._bias[columns].astype(sims.dtype), out=out)

@@ -1,0 +1,262 @@
+"""Querybank z-norm and Mutual Proximity in querybank form."""
+
+import numpy as np
+from scipy.special import log_ndtr
+from sklearn.utils._param_validation import StrOptions
+
+from .._stats import ColumnMoments, RowMoments, SortedColumns, SortedRows, count_below_midpoint
+from ._base import QueryBankNormaliser
+
+
+def standard_scale(std):
+    """The standard deviations to divide by: a zero one (a constant) is taken as 1."""
+    return np.where(std > 0, std, 1.0)
+
+
+def learn_bank_moments(normaliser, moments):
+    """Set ``bank_mean_``, ``bank_std_`` and the scale divided by from a ColumnMoments."""
+    normaliser.bank_mean_, normaliser.bank_std_ = moments.result()
+    normaliser._bank_scale = standard_scale(normaliser.bank_std_)
+
+
+def standardised(sims, mean, scale, dtype):
+    """``(sims - mean) / scale`` in ``dtype``, halved first so that no difference overflows.
+
+    Halving is exact for normal floats, and keeps ``s - mean`` finite for finite
+    similarities near the float maximum, of either sign.
+    """
+    half = np.multiply(sims, 0.5, dtype=dtype)
+    half -= (mean * 0.5).astype(dtype)
+    with np.errstate(divide="ignore"):  # a scale below the dtype's range: checked as inf
+        half /= (scale * 0.5).astype(dtype)
+    return half
+
+
+class QueryBankZNorm(QueryBankNormaliser):
+    """Querybank z-norm: standardise each gallery item's similarities on the bank.
+
+    ``score(q, g) = (s(q, g) - mu_g) / sigma_g``, with ``mu_g`` and ``sigma_g`` the mean
+    and population standard deviation of the querybank similarities ``s(b, g)``.
+    A hub, close to the whole bank, has a high ``mu_g``; unlike the bias forms
+    (:class:`Centering`, NNN), ``sigma_g`` also rescales each item.
+
+    A gallery item whose bank similarities are all equal (``sigma_g = 0``; every
+    item when the bank has one row) is only centred: ``sigma_g`` is taken as 1, as
+    :class:`sklearn.preprocessing.StandardScaler` does. The statistics are computed
+    in float64 over a fixed tree of bank rows, exactly 0 for a constant column and
+    bitwise the same for every ``working_memory``, ``n_jobs`` and dask chunking.
+
+    The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
+    bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
+    and gallery embeddings and computes the similarities under ``metric``; the
+    second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block during fit and transform;
+        None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
+
+    Attributes
+    ----------
+    bank_mean_ : ndarray of shape (n_gallery,)
+        ``mu_g``, the mean bank similarity per gallery item, in float64.
+    bank_std_ : ndarray of shape (n_gallery,)
+        ``sigma_g``, the population standard deviation of the bank similarities
+        per gallery item, in float64 (0 for a constant column, divided by as 1).
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    See Also
+    --------
+    Centering : Subtracts the bank mean only.
+    MutualProximity : Combines this z-score, through the normal CDF, with the
+        query's own.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import QueryBankZNorm
+    >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3]])
+    >>> normaliser = QueryBankZNorm().fit(bank_sims)
+    >>> normaliser.bank_mean_.round(3), normaliser.bank_std_.round(3)
+    (array([0.8, 0.2]), array([0.1, 0.1]))
+    >>> normaliser.transform([[0.8, 0.4]]).round(3)  # item 1 stands out from the bank
+    array([[0., 2.]])
+    """
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnMoments(n_gallery)]
+
+    def _learn(self, reducers):
+        learn_bank_moments(self, reducers[0])
+
+    def _score(self, sims, columns, row_state, out):
+        out[...] = standardised(
+            sims, self.bank_mean_[columns], self._bank_scale[columns], sims.dtype
+        )
+
+
+class MutualProximity(QueryBankNormaliser):
+    """Mutual Proximity in querybank form (after Schnitzer et al., 2012).
+
+    A similarity counts as high when it is high both for the gallery item, among
+    the querybank's similarities to it, and for the query, among its own
+    similarities to the gallery. The score is the log of the product of the two
+    probabilities, so the hub, high for every query, loses::
+
+        score(q, g) = log P_g(s(q, g)) + log P_q(s(q, g))
+
+    ``method="gaussian"`` models both as normal distributions, with ``mu_g``,
+    ``sigma_g`` the mean and population standard deviation of the bank's
+    similarities to ``g`` (see :class:`QueryBankZNorm`) and ``mu_q``, ``sigma_q``
+    those of the query's row::
+
+        score(q, g) = log Phi((s - mu_g) / sigma_g) + log Phi((s - mu_q) / sigma_q)
+
+    computed with :func:`scipy.special.log_ndtr`, finite far into the tails (a zero
+    ``sigma``, a constant column or row, is taken as 1). ``method="empiric"`` uses
+    the empirical distributions, as mid-distribution functions: ties count half,
+    and ``s(q, g)`` itself is one of the tied values (it is in the row, and it is
+    added to the bank), so neither fraction is ever 0::
+
+        P_g(s) = (#{b : s(b, g) < s} + (#{b : s(b, g) = s} + 1) / 2) / (M + 1)
+        P_q(s) = (#{j : s(q, j) < s} + #{j : s(q, j) = s} / 2) / N
+
+    The empiric method keeps every gallery column of the probe matrix sorted, as
+    :class:`GloballyCorrected` does (O(M N) memory), and binary-searches it and the
+    sorted row: O(N log(M N)) per query. Its :meth:`top_k` holds each query's
+    sorted row (O(N) per query, for blocks of up to 1,024 queries); the Gaussian
+    method needs O(1) per query (the row's moments, streamed over a fixed tree of
+    columns, so that ``top_k`` and ``transform`` agree exactly).
+
+    The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
+    bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
+    and gallery embeddings and computes the similarities under ``metric``; the
+    second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    method : {"gaussian", "empiric"}, default="gaussian"
+        Normal models of the two distributions, or their empirical distributions.
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block during fit and transform;
+        None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
+
+    Attributes
+    ----------
+    bank_mean_ : ndarray of shape (n_gallery,)
+        ``mu_g`` in float64 (``method="gaussian"`` only).
+    bank_std_ : ndarray of shape (n_gallery,)
+        ``sigma_g`` in float64 (``method="gaussian"`` only; 0 for a constant column,
+        divided by as 1).
+    sorted_bank_ : ndarray of shape (n_bank, n_gallery)
+        The probe matrix with each column sorted ascending (``method="empiric"``
+        only).
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    See Also
+    --------
+    QueryBankZNorm : The bank's z-score alone.
+    GloballyCorrected : Ranks the query among the bank for each item, as the
+        empiric bank term does.
+
+    References
+    ----------
+    D. Schnitzer, A. Flexer, M. Schedl, G. Widmer, "Local and Global Scaling
+    Reduce Hubs in Space", JMLR 13, 2012.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import MutualProximity
+    >>> bank_sims = np.array([[0.9, 0.1, 0.2], [0.7, 0.3, 0.2], [0.8, 0.2, 0.5]])
+    >>> query_sims = np.array([[0.8, 0.3, 0.1]])
+    >>> MutualProximity().fit(bank_sims).transform(query_sims).round(3)
+    array([[-0.784, -1.119, -4.413]])
+
+    The empiric form: item 1's similarity 0.3 ties the bank's highest, and is the
+    row's second highest of three:
+
+    >>> empiric = MutualProximity(method="empiric").fit(bank_sims)
+    >>> np.exp(empiric.transform(query_sims)).round(4)  # P_g * P_q
+    array([[0.4167, 0.375 , 0.0208]])
+    """
+
+    _parameter_constraints: dict = {
+        **QueryBankNormaliser._parameter_constraints,
+        "method": [StrOptions({"gaussian", "empiric"})],
+    }
+
+    def __init__(self, method="gaussian", *, metric="cosine", working_memory=None, n_jobs=None):
+        super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
+        self.method = method
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnMoments(n_gallery) if self.method == "gaussian" else SortedColumns()]
+
+    def _learn(self, reducers):
+        if self.method == "gaussian":
+            learn_bank_moments(self, reducers[0])
+        else:
+            self.sorted_bank_ = reducers[0].result()
+
+    def _row_state(self, sims, columns, state=None):
+        """The row's moments (Gaussian) or its sorted values (empiric), chunk by chunk."""
+        if state is None:
+            state = RowMoments() if self.method == "gaussian" else SortedRows()
+        return state.update(sims)
+
+    def _score(self, sims, columns, row_state, out):
+        row = (self._row_state(sims, columns) if row_state is None else row_state).result()
+        if self.method == "gaussian":
+            out[...] = self._gaussian(sims, columns, *row)
+        else:
+            out[...] = self._empiric(sims, columns, row)
+
+    def _gaussian(self, sims, columns, row_mean, row_std):
+        bank_z = standardised(sims, self.bank_mean_[columns], self._bank_scale[columns], np.float64)
+        row_z = standardised(sims, row_mean[:, None], standard_scale(row_std)[:, None], np.float64)
+        log_p = log_ndtr(bank_z, out=bank_z)
+        log_p += log_ndtr(row_z, out=row_z)
+        return log_p
+
+    def _empiric(self, sims, columns, sorted_rows):
+        sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
+        n_bank, n_gallery = sorted_bank.shape[0], sorted_rows.shape[1]
+        # P_g * P_q = (2 c_g + 1) (2 c_q) / (4 (M + 1) N), c the midpoint counts: the
+        # numerator is an integer, exact in float64, so equal products tie exactly.
+        product = count_below_midpoint(sorted_bank, sims)
+        product *= 2
+        product += 1
+        product *= 2 * count_below_midpoint(sorted_rows.T, sims.T).T
+        with np.errstate(divide="ignore"):  # a zero count only where a NaN is
+            log_p = np.log(product, out=product)
+        log_p -= np.log(4.0 * (n_bank + 1) * n_gallery)
+        # The counts are finite for any input: a NaN or inf similarity must leave a
+        # non-finite score, for transform's check to name it.
+        log_p += sims - sims
+        return log_p
