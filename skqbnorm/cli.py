@@ -9,6 +9,8 @@ its target, reserved before the evaluation, that replaces the target at the end.
 import argparse
 import contextlib
 import csv
+import functools
+import inspect
 import io
 import json
 import math
@@ -16,25 +18,95 @@ import os
 import secrets
 import shutil
 import sys
+import textwrap
 import time
+import warnings
 import zipfile
 import zlib
 from collections import namedtuple
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import gen_batches
 
-from . import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from . import (
+    CSLS,
+    Centering,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DualSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
+    SinkhornNormalisation,
+)
 from ._stats import all_finite, rows_per_chunk
 from .metrics import hubness, retrieval_metrics
 
 COLUMNS = ("R@1", "R@5", "R@10", "MdR", "MnR", "skewness")
-METHODS = ("raw", "is", "dis", "csls", "gc", "cent")
-LABELS = {
-    "raw": "raw similarities", "is": "IS", "dis": "DIS", "csls": "CSLS", "gc": "GC",
-    "cent": "CENT",
+#: The hyperparameter settings of the command line, each a parameter of the normalisers
+#: that name it in ``Method.options``; None keeps the class default.
+Settings = namedtuple(
+    "Settings", "beta k alpha beta1 beta2 tau n_iter temperature", defaults=(None,) * 8
+)
+DEFAULTS = Settings()
+
+
+class Method(NamedTuple):
+    """A normaliser the command line offers.
+
+    ``options``: its parameters set by the same-named settings (and shown in the
+    label); ``fixed``: parameters its name fixes; ``data``: what it is fitted on, one
+    of "querybank", "both banks" (the querybank and a gallery bank), "test queries"
+    (transductive: the rows of --sims themselves) and "nothing"; ``single_bank``: the
+    method it equals without a gallery bank.
+    """
+
+    label: str
+    summary: str
+    normaliser: type = None
+    options: tuple = ()
+    fixed: tuple = ()
+    data: str = "querybank"
+    single_bank: str = None
+
+
+METHODS = {
+    "raw": Method("raw similarities", "the similarities of --sims as given", data="nothing"),
+    "is": Method("IS", "Inverted Softmax (QB-Norm)", InvertedSoftmax, ("beta",)),
+    "dis": Method("DIS", "Dynamic Inverted Softmax (QB-Norm)", DynamicInvertedSoftmax,
+                  ("beta", "k")),
+    "csls": Method("CSLS", "cross-domain similarity local scaling", CSLS, ("k",)),
+    "gc": Method("GC", "globally corrected ranks", GloballyCorrected),
+    "cent": Method("CENT", "centering: less the querybank's mean similarity", Centering),
+    "dn": Method("DN", "distribution normalisation: less half that mean", Centering,
+                 fixed=(("weight", 0.5),)),
+    "nnn": Method("NNN", "nearest neighbor normalization", NearestNeighborNormalization,
+                  ("k", "alpha")),
+    "znorm": Method("z-norm", "querybank z-norm", QueryBankZNorm),
+    "mp": Method("MP (Gaussian)", "mutual proximity, Gaussian", MutualProximity,
+                 fixed=(("method", "gaussian"),)),
+    "mp-empiric": Method("MP (empiric)", "mutual proximity, empiric", MutualProximity,
+                         fixed=(("method", "empiric"),)),
+    "dual-is": Method("DualIS", "DBNorm's dual IS, needs --gallery-bank-sims",
+                      DualInvertedSoftmax, ("beta1", "beta2"), data="both banks",
+                      single_bank="is"),
+    "dual-dis": Method("DualDIS", "DBNorm's dual DIS, needs --gallery-bank-sims",
+                       DualDynamicInvertedSoftmax, ("beta1", "beta2", "k"), data="both banks",
+                       single_bank="dis"),
+    "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalisation, ("tau", "n_iter")),
+    "dsl": Method("DSL", "dual softmax over the querybank", DualSoftmax, ("temperature",)),
+    "dsl-transductive": Method(
+        "DSL transductive", "dual softmax over the test queries themselves (see below)",
+        DualSoftmax, ("temperature",), data="test queries"),
 }
+#: The bank column of a method that uses no querybank, in the demo's table.
+NO_BANK = {"nothing": "(none)", "test queries": "(test queries)"}
 
 
 class CommandError(Exception):
@@ -44,65 +116,124 @@ class CommandError(Exception):
 # -- methods and evaluation -------------------------------------------------------------
 
 
-def make_normaliser(method, beta=20.0, k=None):
-    """The normaliser a method name stands for (None for raw similarities)."""
-    if method == "raw":
+def make_normaliser(method, settings=DEFAULTS):
+    """The normaliser a method name stands for (None for raw similarities).
+
+    A setting left at None keeps the class default.
+    """
+    spec = METHODS[method]
+    if spec.normaliser is None:
         return None
-    if method == "is":
-        return InvertedSoftmax(beta=beta)
-    if method == "dis":
-        return DynamicInvertedSoftmax(beta=beta, k=1 if k is None else k)
-    if method == "csls":
-        return CSLS(k=10 if k is None else k)
-    return GloballyCorrected() if method == "gc" else Centering()
+    given = {name: getattr(settings, name) for name in spec.options
+             if getattr(settings, name) is not None}
+    return spec.normaliser(**dict(spec.fixed), **given)
 
 
 def describe(method, normaliser):
-    if normaliser is None:
-        return LABELS[method]
-    params = {name: value for name, value in normaliser.get_params().items()
-              if name in ("beta", "k")}
-    if not params:
-        return LABELS[method]
-    return LABELS[method] + " (" + ", ".join(f"{n}={v:g}" for n, v in params.items()) + ")"
+    """The method's label with the values of its settable parameters."""
+    spec = METHODS[method]
+    if normaliser is None or not spec.options:
+        return spec.label
+    params = normaliser.get_params()
+    return spec.label + " (" + ", ".join(f"{n}={params[n]:g}" for n in spec.options) + ")"
 
 
-def evaluate(query_sims, gt, bank_sims, methods, beta=20.0, k=None, bank_name=None,
-             progress=None):
-    """One row of retrieval metrics and hubness per method, and the last scores."""
+def scores_of(method, normaliser, query_sims, bank_sims, gallery_bank):
+    """The normalised scores of ``query_sims``, fitted on what the method uses."""
+    data = METHODS[method].data
+    if data == "nothing":
+        return query_sims
+    if data == "test queries":
+        return normaliser.fit_transform(query_sims)
+    extra = {"gallery_bank": gallery_bank} if data == "both banks" else {}
+    return normaliser.fit(bank_sims, **extra).transform(query_sims)
+
+
+def scores_with_notes(method, normaliser, inputs, where, command):
+    """:func:`scores_of`, a ConvergenceWarning told as one note on stderr.
+
+    Other warnings pass on unchanged.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        scores = scores_of(method, normaliser, *inputs)
+    for warning in caught:
+        if issubclass(warning.category, ConvergenceWarning):
+            note(f"skqbnorm {command}: note: {where}: "
+                 f"{not_converged(normaliser, warning, command)}")
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                   warning.lineno, source=warning.source)
+    return scores
+
+
+def not_converged(normaliser, warning, command):
+    """What a ConvergenceWarning of ``normaliser`` means for its scores.
+
+    SN's in the command line's terms; any other's in its own words.
+    """
+    if not isinstance(normaliser, SinkhornNormalisation):
+        return " ".join(str(warning.message).split())
+    options = "--n-iter or --tau" if command == "evaluate" else "n_iter or tau"
+    return (
+        f"did not converge in n_iter={normaliser.n_iter_} iterations (the plan's marginals "
+        f"are off by up to {normaliser.marginal_error_:.3g}, tol={normaliser.tol:g}); its "
+        f"scores are those of the last iteration. A larger {options} converges further."
+    )
+
+
+def evaluate(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, gallery_bank=None,
+             bank_name=None, progress=None, command="evaluate"):
+    """One row of retrieval metrics and hubness per method, and the last scores.
+
+    With ``bank_name`` each row names its bank: ``bank_name``, or what a method that
+    uses no querybank scores by (:data:`NO_BANK`).
+    """
     rows, scores = [], None
     for method in methods:
         start = time.perf_counter()
-        normaliser = make_normaliser(method, beta, k)
-        if normaliser is None:
-            scores = query_sims
-        else:
-            scores = normaliser.fit(bank_sims).transform(query_sims)
-        row = {"bank": bank_name} if bank_name else {}
+        normaliser = make_normaliser(method, settings)
+        row = {} if bank_name is None else {
+            "bank": NO_BANK.get(METHODS[method].data, bank_name)}
         row["method"] = describe(method, normaliser)
+        where = " ".join(row.values())
+        scores = scores_with_notes(method, normaliser, (query_sims, bank_sims, gallery_bank),
+                                   where, command)
         row.update(retrieval_metrics(scores, gt))
         row["skewness"] = hubness(scores, k=min(10, scores.shape[1]))["skewness"]
         row["seconds"] = time.perf_counter() - start
         rows.append(row)
         if progress:
-            label = f"{bank_name} {row['method']}" if bank_name else row["method"]
-            progress(f"  {label}: {row['seconds']:.2f} s")
+            progress(f"  {where}: {row['seconds']:.2f} s")
     return rows, scores
 
 
-def plan_methods(requested, args, n_bank, n_gallery):
-    """The requested methods that can run on these sizes.
+def plan_methods(requested, args, n_bank, n_gallery, has_gallery_bank=False):
+    """The requested methods that can run on these inputs.
 
-    Under ``--method all`` with the default k, a method whose k does not fit is
-    skipped with a note; a k the user gave, or a method asked for by name, is an error.
+    Under ``--method all``, a method that needs the absent ``--gallery-bank-sims``, or
+    whose default k does not fit, is skipped with a note; a k the user gave, or a
+    method asked for by name, is an error.
     """
+    settings = settings_of(args)
     runnable = []
     for method in requested:
-        normaliser = make_normaliser(method, args.beta, args.k)
+        normaliser = make_normaliser(method, settings)
+        label = describe(method, normaliser)
+        if METHODS[method].data == "both banks" and not has_gallery_bank:
+            alone = METHODS[METHODS[method].single_bank].label
+            if args.method != "all":
+                raise CommandError(
+                    f"--method {method}: {label} needs --gallery-bank-sims, the gallery-bank "
+                    f"x gallery similarities; without a gallery bank it equals {alone}."
+                )
+            note(f"skqbnorm evaluate: skipped {label}: it needs --gallery-bank-sims "
+                 f"(without a gallery bank it equals {alone}).")
+            continue
         try:
             check_sizes(normaliser, n_bank, n_gallery)
         except ValueError as error:
-            reason = f"{describe(method, normaliser)}: {error}"
+            reason = f"{label}: {error}"
             if args.method != "all" or args.k is not None:
                 hint = "" if args.k is not None else " Give a smaller --k."
                 raise CommandError(f"{reason}{hint}") from error
@@ -110,6 +241,10 @@ def plan_methods(requested, args, n_bank, n_gallery):
             continue
         runnable.append(method)
     return runnable
+
+
+def settings_of(args):
+    return Settings(**{name: getattr(args, name, None) for name in Settings._fields})
 
 
 def check_sizes(normaliser, n_bank, n_gallery):
@@ -425,16 +560,18 @@ def check_target(target, path, inputs):
 def run_evaluate(args):
     if args.save is not None and args.method == "all":
         raise CommandError("--save writes one normalised matrix: choose one --method.")
-    inputs = {"--sims": args.sims, "--bank-sims": args.bank_sims, "--gt": args.gt}
+    inputs = {"--sims": args.sims, "--bank-sims": args.bank_sims,
+              "--gallery-bank-sims": args.gallery_bank_sims, "--gt": args.gt}
     output = reserve_output(args.save, inputs)
     with output:
-        query_sims, bank_sims, gt = load_inputs(args)
-        requested = METHODS if args.method == "all" else tuple(dict.fromkeys(("raw", args.method)))
-        methods = plan_methods(requested, args, *bank_sims.shape)
+        query_sims, bank_sims, gallery_bank, gt = load_inputs(args)
+        requested = tuple(METHODS) if args.method == "all" else (
+            tuple(dict.fromkeys(("raw", args.method))))
+        methods = plan_methods(requested, args, *bank_sims.shape, gallery_bank is not None)
         progress = None if args.quiet else note
         try:
-            rows, scores = evaluate(query_sims, gt, bank_sims, methods, args.beta, args.k,
-                                    progress=progress)
+            rows, scores = evaluate(query_sims, gt, bank_sims, methods, settings_of(args),
+                                    gallery_bank=gallery_bank, progress=progress)
         except ValueError as error:
             raise CommandError(str(error)) from error
         except MemoryError as error:
@@ -454,17 +591,25 @@ def reserve_output(save, inputs):
 
 
 def load_inputs(args):
-    """The query and bank similarities and gt, every one checked."""
+    """The query, querybank and gallery-bank (or None) similarities and gt, all checked."""
     query_sims = load_similarities(args.sims, "--sims")
     bank_sims = load_similarities(args.bank_sims, "--bank-sims")
+    check_columns(query_sims, bank_sims, "--bank-sims")
+    gallery_bank = None
+    if args.gallery_bank_sims is not None:
+        gallery_bank = load_similarities(args.gallery_bank_sims, "--gallery-bank-sims")
+        check_columns(query_sims, gallery_bank, "--gallery-bank-sims")
+    if args.gt is None:
+        return query_sims, bank_sims, gallery_bank, default_gt(query_sims.shape)
+    return query_sims, bank_sims, gallery_bank, load_gt(args.gt, query_sims.shape)
+
+
+def check_columns(query_sims, bank_sims, option):
     if bank_sims.shape[1] != query_sims.shape[1]:
         raise CommandError(
-            f"--sims has shape {query_sims.shape} and --bank-sims has shape "
+            f"--sims has shape {query_sims.shape} and {option} has shape "
             f"{bank_sims.shape}: both need one column per gallery item."
         )
-    if args.gt is None:
-        return query_sims, bank_sims, default_gt(query_sims.shape)
-    return query_sims, bank_sims, load_gt(args.gt, query_sims.shape)
 
 
 def default_gt(shape):
@@ -487,19 +632,22 @@ def run_demo(args):
     if progress:
         progress(f"WordNet reverse dictionary: {len(data.query_gt)} definitions query "
                  f"{len(data.gallery_words)} nouns (all-MiniLM-L6-v2 embeddings)")
-    query_sims = data.query_embeddings @ data.gallery_embeddings.T
-    banks = {
-        "in-domain": data.bank_embeddings @ data.gallery_embeddings.T,
-        "far-domain": data.far_bank_embeddings @ data.gallery_embeddings.T,
-    }
-    rows = []
+    gallery_t = data.gallery_embeddings.T
+    query_sims = data.query_embeddings @ gallery_t
+    gallery_bank = data.gallery_bank_embeddings @ gallery_t
+    banks = {"in-domain": data.bank_embeddings @ gallery_t,
+             "far-domain": data.far_bank_embeddings @ gallery_t}
+    bankless = [method for method, spec in METHODS.items() if spec.data in NO_BANK]
+    dual = " and ".join(spec.label for spec in METHODS.values() if spec.data == "both banks")
+    run = functools.partial(evaluate, query_sims, data.query_gt, gallery_bank=gallery_bank,
+                            progress=progress, command="demo")
+    rows = run(None, bankless, bank_name="(none)")[0]
     for bank_name, bank_sims in banks.items():
         if progress:
-            progress(f"{bank_name} querybank: {bank_sims.shape[0]} queries")
-        methods = METHODS if not rows else METHODS[1:]
-        rows += evaluate(query_sims, data.query_gt, bank_sims, methods, bank_name=bank_name,
-                         progress=progress)[0]
-    rows[0]["bank"] = "(none)"
+            progress(f"{bank_name} querybank: {bank_sims.shape[0]} queries (gallery bank: "
+                     f"{gallery_bank.shape[0]} nouns, for {dual})")
+        banked = [method for method in METHODS if method not in bankless]
+        rows += run(bank_sims, banked, bank_name=bank_name)[0]
     print(format_rows(rows, args.format))
     return 0
 
@@ -527,16 +675,70 @@ def positive_int(text):
     return value
 
 
-EVALUATE_NOTES = """\
-Every input is checked before anything is computed; a bad one ends in one line on
-stderr and exit status 2. --save never writes onto an input (also through links):
-it writes a temporary file in the target's folder, checked writable before the
-evaluation, and moves it into place at the end.
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text!r}")
+    return value
 
---method all with the default k skips CSLS (k=10) when the gallery or the querybank
-has fewer than 10 items, and says so on stderr; an explicit --k that is too large,
-or a method named with --method that cannot run, is an error.
-"""
+
+def class_default(method, name):
+    """The default of parameter ``name`` of the normaliser ``method`` stands for."""
+    return inspect.signature(METHODS[method].normaliser).parameters[name].default
+
+
+def option_help(name, what, rule=""):
+    """``what`` of the methods that take setting ``name``, their class defaults, ``rule``."""
+    defaults = {METHODS[method].label: class_default(method, name)
+                for method, spec in METHODS.items() if name in spec.options}
+    *others, last = defaults
+    users = f"{', '.join(others)} and {last}" if others else last
+    if len(set(defaults.values())) == 1:
+        default = f"default {next(iter(defaults.values())):g}"
+    else:
+        default = "defaults " + ", ".join(f"{label} {value:g}" for label, value in defaults.items())
+    return f"{what} of {users}{rule} ({default})"
+
+
+def methods_text():
+    """One line per method: its name, summary and settings."""
+    rows = [("all", "every method below that can run (the default)")]
+    for method, spec in METHODS.items():
+        options = ", ".join("--" + name.replace("_", "-") for name in spec.options)
+        rows.append((method, spec.summary + (f" [{options}]" if options else "")))
+    width = max(len(method) for method, _ in rows) + 2
+    return "\n".join(f"  {method:<{width}}" + summary for method, summary in rows)
+
+
+def paragraphs(*texts):
+    return "\n\n".join(textwrap.fill(text, 86) for text in texts)
+
+
+EVALUATE_NOTES = f"""\
+methods (--method):
+{methods_text()}
+
+""" + paragraphs(
+    "Every input is checked before anything is computed; a bad one ends in one line on "
+    "stderr and exit status 2. --save never writes onto an input (also through links): it "
+    "writes a temporary file in the target's folder, checked writable before the "
+    "evaluation, and moves it into place at the end.",
+    f"--method all with the default k skips CSLS (k={class_default('csls', 'k')}) when the "
+    f"gallery or the querybank has fewer than {class_default('csls', 'k')} items, and NNN "
+    f"(k={class_default('nnn', 'k')}) when the querybank has fewer than "
+    f"{class_default('nnn', 'k')} queries; without --gallery-bank-sims it skips dual-is and "
+    "dual-dis (they would equal is and dis). Each skip is a note on stderr; an explicit --k "
+    "that is too large, or a method named with --method that cannot run, is an error.",
+    "SN stops after --n-iter iterations: when its marginals are not yet within its "
+    "tolerance, a note on stderr (also with --quiet) says how far off they are; the scores "
+    "are those of the last iteration. dsl-transductive normalises over the test queries of "
+    "--sims, so each score depends on the other test queries: a fair comparison only with "
+    "other transductive methods. A hyperparameter not given keeps the default of its "
+    "skqbnorm class.",
+) + "\n"
 
 
 def build_parser():
@@ -545,7 +747,8 @@ def build_parser():
     )
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser(
-        "demo", help="every normaliser on the bundled WordNet reverse dictionary"
+        "demo", help="every normaliser, with an in-domain and a far-domain querybank, on the "
+                     "bundled WordNet reverse dictionary"
     )
     evaluate_ = commands.add_parser(
         "evaluate", help="normalise and score your own similarity matrices",
@@ -554,20 +757,35 @@ def build_parser():
     add = evaluate_.add_argument
     add("--sims", required=True, help="query x gallery similarities (.npy or .npz)")
     add("--bank-sims", required=True, help="querybank x gallery similarities (.npy or .npz)")
+    add("--gallery-bank-sims", metavar="GALLERY_BANK_SIMS",
+        help="gallery-bank x gallery similarities (.npy or .npz): samples of the gallery's "
+             "modality that are not in the gallery, for dual-is and dual-dis")
     add("--gt", help="correct gallery index per query, or a 0/1 relevance matrix of the shape "
                      "of --sims (.npy/.npz; whole-number floats accepted); default: the diagonal")
-    add("--method", default="all", choices=("all",) + METHODS, help="normaliser (default: all)")
-    add("--beta", type=positive_float, default=20.0, help="inverse temperature of IS and DIS (positive; default 20)")
-    add("--k", type=positive_int, default=None,
-        help="k of DIS (default 1) and CSLS (default 10); must not exceed the gallery "
-             "(nor, for CSLS, the querybank)")
+    add("--method", default="all", choices=("all", *METHODS), metavar="METHOD",
+        help="normaliser, listed below (default: all)")
+    add("--beta", type=positive_float, help=option_help("beta", "inverse temperature", ", > 0"))
+    add("--k", type=positive_int,
+        help=option_help("k", "k", ", >= 1; it must not exceed the gallery (DIS, CSLS, "
+                                   "DualDIS) nor the querybank (CSLS, NNN)"))
+    add("--alpha", type=non_negative_float, help=option_help("alpha", "bias weight", ", >= 0"))
+    add("--beta1", type=positive_float,
+        help=option_help("beta1", "querybank inverse temperature", ", > 0"))
+    add("--beta2", type=positive_float,
+        help=option_help("beta2", "gallery-bank inverse temperature", ", > 0"))
+    add("--tau", type=positive_float, help=option_help("tau", "temperature", ", > 0"))
+    add("--n-iter", type=positive_int,
+        help=option_help("n_iter", "largest number of iterations", ", >= 1"))
+    add("--temperature", type=positive_float,
+        help=option_help("temperature", "temperature", ", > 0"))
     add("--save", metavar="OUT.npy",
         help="write the normalised matrix of --method to this file (.npy is appended when "
              "missing; an input or a folder is refused)")
     for command in (demo, evaluate_):
         command.add_argument("--format", default="table", choices=("table", "json", "csv"))
         command.add_argument("--quiet", action="store_true",
-                             help="no progress output on stderr (notes on skipped methods stay)")
+                             help="no progress output on stderr (notes on skipped or "
+                                  "unconverged methods stay)")
     demo.set_defaults(run=run_demo)
     evaluate_.set_defaults(run=run_evaluate)
     return parser

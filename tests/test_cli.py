@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from skqbnorm import DynamicInvertedSoftmax
+from skqbnorm import DualInvertedSoftmax, DualSoftmax, DynamicInvertedSoftmax
 from skqbnorm.cli import main
-from skqbnorm.datasets import make_hubness_sims
+from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
 from skqbnorm.metrics import retrieval_metrics
 
 
@@ -42,9 +42,11 @@ def test_evaluate_all_methods_as_csv_and_table(files, capsys):
             "--gt", str(paths["gt"]), "--quiet"]
     assert main(args + ["--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "method,R@1,R@5,R@10,MdR,MnR,skewness,seconds" and len(lines) == 7
+    # every method but DualIS and DualDIS, which need --gallery-bank-sims
+    assert lines[0] == "method,R@1,R@5,R@10,MdR,MnR,skewness,seconds" and len(lines) == 15
     assert main(args) == 0
-    assert "CSLS (k=10)" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "CSLS (k=10)" in table and "DSL transductive" in table
 
 
 def test_evaluate_takes_the_diagonal_when_square_and_reads_npz(tmp_path, capsys):
@@ -81,11 +83,36 @@ def test_evaluate_errors_exit_non_zero(files, capsys, change, message):
     assert __import__("re").search(message, capsys.readouterr().err)
 
 
+#: The labels of the demo's rows without their parameters, per bank: every normaliser
+#: with both querybanks, and the two rows that use no querybank once.
+BANKED = ["IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "z-norm", "MP (Gaussian)",
+          "MP (empiric)", "DualIS", "DualDIS", "SN", "DSL"]
+DEMO_ROWS = ([("(none)", "raw similarities"), ("(test queries)", "DSL transductive")]
+             + [(bank, name) for bank in ("in-domain", "far-domain") for name in BANKED])
+
+
+def without_parameters(label):
+    return label if label.startswith("MP") else label.split(" (")[0]
+
+
 def test_demo_on_the_bundled_dataset(capsys):
     assert main(["demo", "--format", "json"]) == 0
     captured = capsys.readouterr()
-    rows = {(row["bank"], row["method"].split(" ")[0]): row for row in json.loads(captured.out)}
-    raw = rows[("(none)", "raw")]["R@1"]
-    assert rows[("in-domain", "DIS")]["R@1"] > raw + 1
-    assert rows[("in-domain", "DIS")]["skewness"] < rows[("(none)", "raw")]["skewness"]
+    listed = [(row["bank"], without_parameters(row["method"]))
+              for row in json.loads(captured.out)]
+    assert listed == DEMO_ROWS
+    rows = dict(zip(listed, json.loads(captured.out)))
+    raw = rows[("(none)", "raw similarities")]
+    assert rows[("in-domain", "DIS")]["R@1"] > raw["R@1"] + 1
+    assert rows[("in-domain", "DIS")]["skewness"] < raw["skewness"]
     assert "in-domain querybank: 4000 queries" in captured.err
+    # DBNorm uses the bundled gallery bank (without one it would equal IS)
+    data = load_wordnet_revdict()
+    query_sims, bank, gallery_bank = (x @ data.gallery_embeddings.T for x in (
+        data.query_embeddings, data.bank_embeddings, data.gallery_bank_embeddings))
+    scores = DualInvertedSoftmax().fit(bank, gallery_bank=gallery_bank).transform(query_sims)
+    assert rows[("in-domain", "DualIS")]["MnR"] == pytest.approx(
+        retrieval_metrics(scores, data.query_gt)["MnR"])
+    assert rows[("(test queries)", "DSL transductive")]["MnR"] == pytest.approx(
+        retrieval_metrics(DualSoftmax().fit_transform(query_sims), data.query_gt)["MnR"])
+
