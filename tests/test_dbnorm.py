@@ -6,7 +6,6 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import logsumexp
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skqbnorm import (
     CSLS,
@@ -295,10 +294,6 @@ def test_mixed_dtypes_keep_the_query_dtype(rng):
 
 # -- scikit-learn ------------------------------------------------------------------
 
-
-@parametrize_with_checks([DualInvertedSoftmax(), DualDynamicInvertedSoftmax(), DualDynamicInvertedSoftmax(k=2)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 def hub_data(seed):

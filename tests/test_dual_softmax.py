@@ -8,7 +8,6 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import softmax
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skqbnorm._stats
 from skqbnorm import DualSoftmax
@@ -244,6 +243,3 @@ def test_grid_search_over_temperature():
     assert np.isclose(search.cv_results_["split0_test_score"][0], retrieval_metrics(first, gt[test])["R@1"])
 
 
-@parametrize_with_checks([DualSoftmax(), DualSoftmax(temperature=0.05)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)

@@ -12,7 +12,6 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skqbnorm._stats
 from skqbnorm import CSLS, Centering, MutualProximity, QueryBankZNorm
@@ -410,20 +409,6 @@ def test_an_overflowing_bias_is_refused_not_returned(rng):
 
 # -- scikit-learn integration ------------------------------------------------------------------
 
-
-# check_estimator fits galleries and banks of a single row or column: NNN runs with k=1.
-@parametrize_with_checks(
-    [
-        NNN(k=1),
-        NNN(k=1, alpha=0.75),
-        Centering(weight=0.5),
-        QueryBankZNorm(),
-        MutualProximity(),
-        MutualProximity(method="empiric"),
-    ]
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 @pytest.fixture(scope="module")

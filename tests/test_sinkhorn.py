@@ -10,7 +10,6 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skqbnorm._stats
 from skqbnorm import InvertedSoftmax, SinkhornNormalisation
@@ -360,6 +359,3 @@ def test_grid_search_over_tau_and_n_iter():
                       retrieval_metrics(scores, gt[test])["R@1"])
 
 
-@parametrize_with_checks([SinkhornNormalisation(), SinkhornNormalisation(tau=1.0, n_iter=3)])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
