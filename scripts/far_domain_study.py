@@ -8,30 +8,83 @@ other nouns and a far-domain bank of 2,000 gettext messages. It prints, for ever
 normaliser and bank, the change in R@1 against the raw similarities of the same
 split: mean, standard deviation, range and how many splits fell below raw.
 
-Not run in CI: it embeds about 45,000 texts with the build script's encoder, so it
+The dual-bank normalisers (DBNorm) also get a gallery bank: the head words of the
+first 3,000 in-domain bank nouns, as in the bundled data (never a test noun). They
+keep it with the far-domain querybank: a gallery bank is drawn from the gallery's
+own modality, which a query-side domain shift does not touch, so only the querybank
+changes between the two banks. Their far-domain rows thus still see in-domain
+gallery-modality samples, which the other normalisers do not have; the row "IS on
+the gallery bank" (DBNorm's gallery-bank factor alone: an Inverted Softmax with
+DBNorm's ``beta2`` fitted on the gallery bank, ranking as ``s - c2``) shows what that
+factor does on its own.
+
+Dual softmax is run both ways: as a querybank normaliser ("DSL", fitted on the bank)
+and transductively ("DSL (transductive)", ``fit_transform`` on the test matrix),
+which uses no bank; like the gallery-bank row, its change is the same under both banks.
+
+Not run in CI: it embeds about 43,000 texts with the build script's encoder, so it
 needs the same environment as ``build_wordnet_revdict.py`` plus skqbnorm itself::
 
     /tmp/build/bin/pip install -e .
-    /tmp/build/bin/python scripts/far_domain_study.py --cache /tmp/revdict_pools.npz
+    /tmp/build/bin/python scripts/far_domain_study.py --cache /tmp/revdict_pools.npz \\
+        --markdown /tmp/far_domain_table.md
 """
 
 import argparse
+import warnings
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DualSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+    SinkhornNormalisation,
+)
 from skqbnorm.metrics import correct_item_ranks, recall_at_k
 
 from build_wordnet_revdict import sentence_encoder, shuffled_texts
 
+try:
+    from skqbnorm import MutualProximity, NearestNeighborNormalization, QueryBankZNorm
+except ImportError:  # not exported yet
+    from skqbnorm.normalisers._mutual_proximity import MutualProximity, QueryBankZNorm
+    from skqbnorm.normalisers._nnn import NearestNeighborNormalization
+
+# Every normaliser of the study, with the package's defaults: edit here to change the
+# list or a setting. A normaliser with ``_uses_gallery_bank`` is fitted with the split's
+# gallery bank.
 NORMALISERS = {
     "IS": InvertedSoftmax(),
     "DIS": DynamicInvertedSoftmax(),
     "CSLS": CSLS(),
     "GC": GloballyCorrected(),
     "CENT": Centering(),
+    "DN": Centering(weight=0.5),
+    "NNN": NearestNeighborNormalization(),
+    "z-norm": QueryBankZNorm(),
+    "MP (gaussian)": MutualProximity(method="gaussian"),
+    "MP (empiric)": MutualProximity(method="empiric"),
+    "DBNorm": DualInvertedSoftmax(),
+    "DBNorm (dynamic)": DualDynamicInvertedSoftmax(),
+    "SN": SinkhornNormalisation(),
+    "DSL": DualSoftmax(),
 }
+# Normalisers fitted on another matrix than the querybank's, so the same under both banks:
+# the test matrix itself (transductive), or the gallery bank alone (DBNorm's second factor
+# without its first: what the gallery bank does on its own).
+SINGLE_FIT = {
+    "DSL (transductive)": ("test queries", DualSoftmax()),
+    "IS on the gallery bank": ("gallery bank", InvertedSoftmax(beta=DualInvertedSoftmax().beta2)),
+}
+BANKS = ("in-domain", "far-domain")
 
 
 def embedded_pools(n_words, cache=None):
@@ -39,7 +92,8 @@ def embedded_pools(n_words, cache=None):
     if cache is not None and Path(cache).exists():
         with np.load(cache) as stored:
             if len(stored["words"]) >= n_words:
-                return {name: stored[name][:n_words] if name != "messages" else stored[name] for name in stored.files}
+                return {name: stored[name] if name == "messages" else stored[name][:n_words]
+                        for name in stored.files}
     first_sense, words, _, messages = shuffled_texts(seed=0)
     encode = sentence_encoder(progress=False)
     pools = {
@@ -64,20 +118,92 @@ def draw_split(split, pools, n_test, n_bank, n_far):
     return order[:n_test], order[n_test : n_test + n_bank], far
 
 
-def r1_changes(pools, test, bank, far):
+def r1(scores, truth):
+    """R@1 under skqbnorm's official tie convention (a tie at the top is a miss)."""
+    return recall_at_k(correct_item_ranks(scores, truth), k=1)
+
+
+def fitted(template, bank_sims, gallery_bank_sims, caught):
+    """A fresh copy of ``template`` fitted on the bank; its warnings go to ``caught``.
+
+    A Sinkhorn fit's marginal error goes there too, as a float.
+    """
+    normaliser = clone(template)
+    extra = {"gallery_bank": gallery_bank_sims} if getattr(
+        normaliser, "_uses_gallery_bank", False) else {}
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        normaliser.fit(bank_sims, **extra)
+    caught.extend(str(record.message).split(":")[0] for record in records)
+    if hasattr(normaliser, "marginal_error_"):
+        caught.append(normaliser.marginal_error_)
+    return normaliser
+
+
+def r1_changes(pools, test, bank, far, n_gallery_bank, caught):
     """Raw R@1 of one split, and each (bank, normaliser)'s change in R@1 against it."""
     gallery = pools["words"][test].astype(np.float32)
     query_sims = pools["glosses"][test].astype(np.float32) @ gallery.T
     truth = np.arange(len(test))
-    raw = recall_at_k(correct_item_ranks(query_sims, truth), k=1)
+    raw = r1(query_sims, truth)
     banks = {"in-domain": pools["glosses"][bank], "far-domain": pools["messages"][far]}
+    gallery_bank_sims = pools["words"][bank[:n_gallery_bank]].astype(np.float32) @ gallery.T
     changes = {}
     for bank_name, bank_embeddings in banks.items():
         bank_sims = bank_embeddings.astype(np.float32) @ gallery.T
-        for name, normaliser in NORMALISERS.items():
-            scores = normaliser.fit(bank_sims).transform(query_sims)
-            changes[bank_name, name] = recall_at_k(correct_item_ranks(scores, truth), k=1) - raw
+        for name, template in NORMALISERS.items():
+            normaliser = fitted(template, bank_sims, gallery_bank_sims,
+                                caught.setdefault((bank_name, name), []))
+            changes[bank_name, name] = r1(normaliser.transform(query_sims), truth) - raw
+    fit_on = {"test queries": query_sims, "gallery bank": gallery_bank_sims}
+    for name, (source, template) in SINGLE_FIT.items():
+        scores = clone(template).fit(fit_on[source]).transform(query_sims)
+        changes[source, name] = r1(scores, truth) - raw
     return raw, changes
+
+
+def settings():
+    """Each normaliser's hyperparameters, as run (the defaults may change)."""
+    lines = []
+    for name, template in {**NORMALISERS, **{n: t for n, (_, t) in SINGLE_FIT.items()}}.items():
+        params = {key: value for key, value in template.get_params().items()
+                  if key not in ("metric", "working_memory", "n_jobs")}
+        lines.append(f"  {name}: {type(template).__name__}"
+                     f"({', '.join(f'{key}={value!r}' for key, value in params.items())})")
+    return "\n".join(lines)
+
+
+def summary(values):
+    values = np.asarray(values)
+    return values.mean(), values.std(), values.min(), values.max(), int((values < 0).sum())
+
+
+def text_table(changes, n_splits):
+    header = f"{'bank':<14}{'method':<24}{'mean':>8}{'std':>8}{'min':>8}{'max':>8}"
+    lines = [header + f"{'below raw':>11}"]
+    for (bank_name, name), values in changes.items():
+        mean, std, low, high, below = summary(values)
+        lines.append(f"{bank_name:<14}{name:<24}{mean:>+8.2f}{std:>8.2f}{low:>+8.2f}"
+                     f"{high:>+8.2f}{f'{below} / {n_splits}':>11}")
+    return "\n".join(lines)
+
+
+def markdown_table(changes, n_splits):
+    """One row per method: each bank's mean +- std, range and splits below raw."""
+    header = ["method"]
+    for bank_name in BANKS:
+        header += [f"{bank_name} mean +- std", f"{bank_name} min / max",
+                   f"{bank_name} below raw"]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
+    for name in [*NORMALISERS, *SINGLE_FIT]:
+        source = SINGLE_FIT[name][0] if name in SINGLE_FIT else None
+        cells = [name + (" \\*" if source else "")]
+        for bank_name in BANKS:
+            mean, std, low, high, below = summary(changes[source or bank_name, name])
+            cells += [f"{mean:+.2f} +- {std:.2f}", f"{low:+.2f} / {high:+.2f}",
+                      f"{below} / {n_splits}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def main():
@@ -86,30 +212,58 @@ def main():
     parser.add_argument("--n-test", type=int, default=2000)
     parser.add_argument("--n-bank", type=int, default=4000)
     parser.add_argument("--n-far", type=int, default=2000)
+    parser.add_argument("--n-gallery-bank", type=int, default=3000,
+                        help="head words of the first in-domain bank nouns (at most --n-bank)")
     parser.add_argument("--pool-words", type=int, default=14000)
     parser.add_argument("--cache", help="an .npz file to keep the embedded pools in")
+    parser.add_argument("--markdown", help="a file to write the markdown table to")
     args = parser.parse_args()
     if args.n_test + args.n_bank > args.pool_words:
-        parser.error(f"--n-test + --n-bank ({args.n_test + args.n_bank}) exceed --pool-words ({args.pool_words})")
+        parser.error(f"--n-test + --n-bank ({args.n_test + args.n_bank}) exceed "
+                     f"--pool-words ({args.pool_words})")
+    if not 0 < args.n_gallery_bank <= args.n_bank:
+        parser.error(f"--n-gallery-bank must be in [1, --n-bank={args.n_bank}]; "
+                     f"got {args.n_gallery_bank}")
 
     pools = embedded_pools(args.pool_words, args.cache)
     if args.n_far > len(pools["messages"]):
-        parser.error(f"--n-far ({args.n_far}) exceeds the {len(pools['messages'])} gettext messages available")
-    raws, changes = [], {}
+        parser.error(f"--n-far ({args.n_far}) exceeds the {len(pools['messages'])} gettext "
+                     "messages available")
+    print(f"settings:\n{settings()}", flush=True)
+    raws, changes, caught = [], {}, {}
     for split in range(args.n_splits):
-        raw, split_changes = r1_changes(pools, *draw_split(split, pools, args.n_test, args.n_bank, args.n_far))
+        test, bank, far = draw_split(split, pools, args.n_test, args.n_bank, args.n_far)
+        raw, split_changes = r1_changes(pools, test, bank, far, args.n_gallery_bank, caught)
         raws.append(raw)
         for key, change in split_changes.items():
             changes.setdefault(key, []).append(change)
-        dis = ", ".join(f"{bank} {split_changes[bank, 'DIS']:+.2f}" for bank in ("in-domain", "far-domain"))
-        print(f"split {split}: raw R@1 {raw:.2f}; DIS {dis}", flush=True)
+        print(f"split {split}: raw R@1 {raw:.2f}", flush=True)
+        for bank_name in dict.fromkeys(bank for bank, _ in split_changes):
+            row = ", ".join(f"{name} {change:+.2f}" for (bank, name), change
+                            in split_changes.items() if bank == bank_name)
+            print(f"  {bank_name}: {row}", flush=True)
 
-    print(f"\nraw R@1 over {args.n_splits} splits: {np.mean(raws):.2f} +- {np.std(raws):.2f}")
-    print(f"{'bank':<12}{'method':<8}{'mean':>8}{'std':>8}{'min':>8}{'max':>8}{'below raw':>11}")
-    for (bank_name, name), values in changes.items():
-        values = np.array(values)
-        print(f"{bank_name:<12}{name:<8}{values.mean():>+8.2f}{values.std():>8.2f}{values.min():>+8.2f}"
-              f"{values.max():>+8.2f}{f'{(values < 0).sum()} / {len(values)}':>11}")
+    raw_line = (f"raw R@1 over {args.n_splits} splits: {np.mean(raws):.2f} +- "
+                f"{np.std(raws):.2f} (min {np.min(raws):.2f}, max {np.max(raws):.2f})")
+    print(f"\n{raw_line}\nchange in R@1 against raw:")
+    print(text_table(changes, args.n_splits))
+    print("\nwarnings and marginal errors in fit, over the splits:")
+    for (bank_name, name), notes in caught.items():
+        messages = [note for note in notes if isinstance(note, str)]
+        for message in sorted(set(messages)):
+            print(f"  {bank_name} {name}: {messages.count(message)} x {message}")
+        errors = [note for note in notes if not isinstance(note, str)]
+        if errors:
+            print(f"  {bank_name} {name}: marginal error {np.mean(errors):.3g} on average "
+                  f"(from {np.min(errors):.3g} to {np.max(errors):.3g})")
+    markdown = (f"{raw_line}\n\nChange in R@1 against raw, over the {args.n_splits} splits:\n\n"
+                f"{markdown_table(changes, args.n_splits)}\n\n"
+                "\\* fitted on the test queries or on the gallery bank, without a querybank: "
+                "the same numbers under both banks.\n\nSettings:\n\n"
+                + settings().replace("  ", "- ", 1).replace("\n  ", "\n- ") + "\n")
+    print("\n" + markdown)
+    if args.markdown:
+        Path(args.markdown).write_text(markdown, encoding="utf-8")
 
 
 if __name__ == "__main__":
