@@ -572,12 +572,18 @@ def moments(values, axis):
     set by the largest magnitude: nothing overflows or underflows at any scale, and
     a constant gives exactly its value and a standard deviation of exactly 0.
     """
-    largest = np.maximum(values.max(axis=axis), -values.min(axis=axis))
-    # |values| < 2**exponent; a product by the power of two is exact, and far faster
-    # than ldexp (the floor keeps 2**-exponent finite).
-    exponent = np.maximum(np.frexp(largest)[1], -1022)
-    factor = np.expand_dims(np.ldexp(1.0, -exponent), axis)
-    scaled = np.multiply(values, factor, dtype=np.float64)
+    if values.dtype == np.float32:
+        # float32 values, their differences and squares neither overflow nor underflow
+        # in float64: the scaling, exact and so bitwise neutral, is not needed.
+        exponent = 0
+        scaled = values.astype(np.float64)
+    else:
+        largest = np.maximum(values.max(axis=axis), -values.min(axis=axis))
+        # |values| < 2**exponent; a product by the power of two is exact, and far faster
+        # than ldexp (the floor keeps 2**-exponent finite).
+        exponent = np.maximum(np.frexp(largest)[1], -1022)
+        factor = np.expand_dims(np.ldexp(1.0, -exponent), axis)
+        scaled = np.multiply(values, factor, dtype=np.float64)
     first = np.take(scaled, [0], axis=axis)
     scaled -= first
     shift = scaled.sum(axis=axis, keepdims=True) / values.shape[axis]
