@@ -15,13 +15,12 @@ Every baseline is measured in the same run, on the same machine. Run:
 import argparse
 import tempfile
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
 from skqbnorm import DynamicInvertedSoftmax, InvertedSoftmax
 
-from _timing import best_time, peak_mib
+from _timing import best_time, machine_description, memory_mapped, peak_mib
 
 
 def main():
@@ -32,6 +31,7 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
+    print(machine_description())
     rng = np.random.default_rng(0)
     bank = rng.standard_normal((args.bank, args.gallery), dtype=np.float32)
     bank *= 0.1
@@ -41,12 +41,11 @@ def main():
     exp_pass = best_time(partial(np.exp, bank), args.repeat)
     offsets = rng.standard_normal(args.gallery).astype(np.float32)
     subtract_pass = best_time(partial(np.subtract, queries, offsets), args.repeat)
-    print(f"baseline: np.exp over the bank {exp_pass:.3f} s; np.subtract(S, v) over the queries {subtract_pass:.3f} s")
+    print(f"baseline: np.exp over the bank {exp_pass:.3f} s; "
+          f"np.subtract(S, v) over the queries {subtract_pass:.3f} s")
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bank.npy"
-        np.save(path, bank)
-        bank_on_disk = np.load(path, mmap_mode="r")
+        bank_on_disk = memory_mapped(bank, tmp)
         print(f"{'method':<24}{'fit/exp':>10}{'fit MiB':>10}{'transform/subtract':>20}")
         for estimator in (InvertedSoftmax(), DynamicInvertedSoftmax()):
             fit = best_time(partial(estimator.fit, bank), args.repeat)

@@ -54,8 +54,10 @@ def main():
     for n_items, name, reranker in cases:
         features, initial = make_list(n_items)
         if n_items not in baselines:
-            baselines[n_items] = best_time(partial(kneighbors_graph, features, 10, mode="distance"), args.repeat)
-            print(f"{n_items:>7}  {'(baseline: kneighbors_graph, k=10)':<42}{baselines[n_items]:>9.3f}{1:>9.2f}")
+            graph = partial(kneighbors_graph, features, 10, mode="distance")
+            baselines[n_items] = best_time(graph, args.repeat)
+            print(f"{n_items:>7}  {'(baseline: kneighbors_graph, k=10)':<42}"
+                  f"{baselines[n_items]:>9.3f}{1:>9.2f}")
         seconds = best_time(partial(reranker.fit, features, initial), args.repeat)
         print(f"{n_items:>7}  {name:<42}{seconds:>9.3f}{seconds / baselines[n_items]:>9.2f}")
 

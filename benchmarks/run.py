@@ -17,17 +17,15 @@ Run: python benchmarks/run.py            (the sizes above; a few minutes on 2 co
 """
 
 import argparse
-import platform
 import tempfile
 from functools import partial
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_info
 
 from skqbnorm import DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
-from _timing import best_time, peak_mib
+from _timing import best_time, machine_description, peak_mib, similarity_matrix
 
 
 class ReferenceDIS:
@@ -51,15 +49,11 @@ class ReferenceDIS:
         return out
 
 
-def similarity_matrix(n_rows, n_columns, rng, scale=0.1):
-    sims = rng.standard_normal((n_rows, n_columns), dtype=np.float32)
-    sims *= scale
-    sims[:, : max(1, n_columns // 100)] += 2 * scale  # a few hubs
-    return sims
-
-
 def rows_equal_rankings(a, b, k=10):
-    return bool(np.array_equal(np.argsort(-a, axis=1, kind="stable")[:, :k], np.argsort(-b, axis=1, kind="stable")[:, :k]))
+    def top(sims):
+        return np.argsort(-sims, axis=1, kind="stable")[:, :k]
+
+    return bool(np.array_equal(top(a), top(b)))
 
 
 def fit_against_reference(size, rng, repeat):
@@ -67,13 +61,15 @@ def fit_against_reference(size, rng, repeat):
     bank = similarity_matrix(size(10_000), size(10_000), rng)
     queries = similarity_matrix(size(1_000), size(10_000), rng)
     rows = []
-    for name, ours, dynamic in (("IS", InvertedSoftmax(), False), ("DIS", DynamicInvertedSoftmax(), True)):
+    for name, ours, dynamic in (("IS", InvertedSoftmax(), False),
+                                ("DIS", DynamicInvertedSoftmax(), True)):
         reference = ReferenceDIS()
         reference_fit = best_time(partial(reference.fit, bank), 1)
         our_fit = best_time(partial(ours.fit, bank), repeat)
         same = rows_equal_rankings(ours.transform(queries), reference.transform(queries, dynamic))
-        rows.append((f"a. {name} fit, {bank.shape} float32", our_fit, "reference algorithm", reference_fit,
-                     reference_fit / our_fit, ">= 10x faster", reference_fit / our_fit >= 10 and same,
+        rows.append((f"a. {name} fit, {bank.shape} float32", our_fit, "reference algorithm",
+                     reference_fit, reference_fit / our_fit, ">= 10x faster",
+                     reference_fit / our_fit >= 10 and same,
                      f"rankings identical: {same}"))
     return rows
 
@@ -87,7 +83,8 @@ def fit_from_embeddings(size, rng, repeat):
     for n_jobs in (None, -1):
         dis = DynamicInvertedSoftmax(metric="dot", n_jobs=n_jobs)
         embed_fit = best_time(partial(dis.fit, bank, gallery=gallery), repeat)
-        rows.append((f"b. DIS fit from embeddings (n_jobs={n_jobs}), M={len(bank)}, N={len(gallery)}",
+        name = f"b. DIS fit from embeddings (n_jobs={n_jobs}), M={len(bank)}, N={len(gallery)}"
+        rows.append((name,
                      embed_fit, "bank @ gallery.T (BLAS)", product, embed_fit / product, "<= 1.3x",
                      embed_fit / product <= 1.3, "d=512"))
     return rows
@@ -103,7 +100,8 @@ def transform_against_subtract(size, rng, repeat):
     for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
         normaliser.fit(bank)
         transform = best_time(partial(normaliser.transform, queries), repeat)
-        rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)", subtract,
+        rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)",
+                     subtract,
                      transform / subtract, "<= 2x", transform / subtract <= 2, ""))
     return rows
 
@@ -114,16 +112,21 @@ def fit_memory_over_memmap(size, rng, repeat):
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "bank.npy"
-        on_disk = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n_bank, n_gallery))
+        on_disk = np.lib.format.open_memmap(
+            path, mode="w+", dtype=np.float32, shape=(n_bank, n_gallery)
+        )
         for start in range(0, n_bank, 2_000):
-            on_disk[start : start + 2_000] = similarity_matrix(min(2_000, n_bank - start), n_gallery, rng)
+            on_disk[start : start + 2_000] = similarity_matrix(
+                min(2_000, n_bank - start), n_gallery, rng
+            )
         on_disk.flush()
         del on_disk
         mapped = np.load(path, mmap_mode="r")
         gib = mapped.nbytes / 2**30
         for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
             memory = peak_mib(partial(normaliser.fit, mapped))
-            rows.append((f"d. {name} fit over a {gib:.1f} GiB memmap", memory, "(MiB, traced)", 512.0,
+            rows.append((f"d. {name} fit over a {gib:.1f} GiB memmap", memory, "(MiB, traced)",
+                         512.0,
                          memory / 512, "<= 512 MiB", memory <= 512, "peak extra memory"))
         del mapped  # the file must be closed before its folder goes
     return rows
@@ -147,7 +150,8 @@ def gc_and_top_k(size, rng, repeat):
     streamed = best_time(partial(dis.top_k, queries, k=10), repeat)
     same = set(map(tuple, np.sort(dis.top_k(queries, k=10)[0], axis=1))) == set(
         map(tuple, np.sort(full_then_partition(), axis=1)))
-    rows.append(("e. DIS top-10 search (streamed gallery)", streamed, "transform + argpartition", full,
+    rows.append(("e. DIS top-10 search (streamed gallery)", streamed, "transform + argpartition",
+                 full,
                  streamed / full, "(no n x N matrix)", None, f"same top-10 sets: {same}"))
     return rows
 
@@ -167,13 +171,13 @@ def main():
                     fit_memory_over_memmap, gc_and_top_k):
         rows += measure(size, rng, args.repeat)
 
-    blas = ", ".join(sorted({f"{i['internal_api']} {i.get('version') or ''}".strip() for i in threadpool_info()}))
-    print(f"machine: {platform.machine()}, {platform.processor() or platform.platform()}; "
-          f"numpy {np.__version__}; {blas}")
-    print(f"{'measurement':<58}{'ours':>10}  {'baseline':<26}{'base':>9}{'ratio':>8}  {'target':<22}{'met':<5}")
+    print(machine_description())
+    print(f"{'measurement':<58}{'ours':>10}  {'baseline':<26}{'base':>9}{'ratio':>8}  "
+          f"{'target':<22}{'met':<5}")
     for name, ours, baseline_name, baseline, ratio, target, met, note in rows:
         verdict = "" if met is None else ("yes" if met else "NO")
-        print(f"{name:<58}{ours:>10.3f}  {baseline_name:<26}{baseline:>9.3f}{ratio:>8.2f}  {target:<22}{verdict:<5}{note}")
+        print(f"{name:<58}{ours:>10.3f}  {baseline_name:<26}{baseline:>9.3f}{ratio:>8.2f}  "
+              f"{target:<22}{verdict:<5}{note}")
 
 
 if __name__ == "__main__":

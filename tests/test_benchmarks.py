@@ -9,11 +9,41 @@ import pytest
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 
+def run_script(script, args):
+    result = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 @pytest.mark.parametrize("script, args", [
     ("run.py", ["--scale", "0.02", "--repeat", "1"]),
-    ("bench_normalisers.py", ["--bank", "300", "--gallery", "200", "--queries", "50", "--repeat", "1"]),
+    ("bench_normalisers.py",
+     ["--bank", "300", "--gallery", "200", "--queries", "50", "--repeat", "1"]),
 ])
 def test_benchmark_script_runs(script, args):
-    result = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr
-    assert "DynamicInvertedSoftmax" in result.stdout or "DIS" in result.stdout
+    stdout = run_script(script, args)
+    assert "DynamicInvertedSoftmax" in stdout or "DIS" in stdout
+
+
+def test_later_normalisers_benchmark_prints_one_row_per_normaliser():
+    stdout = run_script(
+        "bench_later_normalisers.py", ["--scale", "0.02", "--repeat", "1", "--sinkhorn-iter", "2"]
+    )
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    header, *rows = rows
+    assert header.count("|") == 10
+    names = [row.split("|")[1].strip() for row in rows]
+    for name in ("Centering(weight=0.5)", "NearestNeighborNormalization", "QueryBankZNorm",
+                 'MutualProximity("gaussian")', 'MutualProximity("empiric")',
+                 "DualInvertedSoftmax", "DualDynamicInvertedSoftmax", "SinkhornNormalisation",
+                 "DualSoftmax"):
+        assert any(row_name.startswith(name) for row_name in names), name
+    for row in rows:
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        assert len(cells) == 9
+        assert float(cells[3]) > 0  # fit / IS fit
+        assert cells[5] in {"", "yes", "NO"}  # a verdict on each target ("" for reference rows)
+    assert "load average" in stdout
