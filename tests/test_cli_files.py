@@ -9,7 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from skqbnorm import cli
+from skqbnorm import _files, cli
 from skqbnorm.cli import main
 from skqbnorm.datasets import make_hubness_sims
 
@@ -294,7 +294,7 @@ def test_an_npz_member_with_a_lying_header_is_refused_before_decompressing(files
 
 def test_an_npz_member_larger_than_the_memory_is_refused(files, capsys, tmp_path,
                                                         monkeypatch):
-    monkeypatch.setattr(cli, "physical_memory", lambda: 1000)
+    monkeypatch.setattr(_files, "physical_memory", lambda: 1000)
     np.savez_compressed(tmp_path / "big.npz", sims=np.zeros((N_QUERIES, N_GALLERY)))
     err = refused(argv(files, sims=tmp_path / "big.npz"), capsys)
     assert "[sims.npy]: needs 0.0 GiB decompressed, more than this machine's" in err
@@ -331,7 +331,7 @@ def test_a_bank_without_rows_is_refused(files, capsys, tmp_path):
 def test_a_non_finite_similarity_is_named_with_its_file_and_position(files, capsys, tmp_path,
                                                                      monkeypatch, option,
                                                                      suffix, method, value):
-    monkeypatch.setattr(cli, "rows_per_chunk", lambda *args, **kwargs: 3)  # several blocks
+    monkeypatch.setattr(_files, "rows_per_chunk", lambda *args, **kwargs: 3)  # several blocks
     matrix = np.load(files[option])
     matrix[7, 11] = value
     path = tmp_path / f"bad{suffix}"
