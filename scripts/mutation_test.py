@@ -82,18 +82,39 @@ RERANKER_TESTS = [
     "tests/test_rerankers.py",
 ]
 TEST_RULES = [
-    ("skqbnorm/_stats.py", [*NORMALISER_TESTS, "tests/test_metrics.py", "tests/test_dask.py"]),
+    # The later normalisers' tests too: MP, NNN and DBNorm use _stats' moments, sorted
+    # rows and columns and soft maxima.
+    (
+        "skqbnorm/_stats.py",
+        [
+            *NORMALISER_TESTS,
+            "tests/test_later_normalisers.py",
+            "tests/test_metrics.py",
+            "tests/test_dask.py",
+        ],
+    ),
     ("skqbnorm/_validation.py", [*METRIC_TESTS, *NORMALISER_TESTS]),
     ("skqbnorm/normalisers/_base.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
     ("skqbnorm/normalisers/_mutual_proximity.py", ["tests/test_later_normalisers.py"]),
     ("skqbnorm/normalisers/_nnn.py", ["tests/test_later_normalisers.py"]),
+    # Used by DBNorm and Sinkhorn (gallery banks), tested through them.
+    (
+        "skqbnorm/normalisers/_gallery_bank.py",
+        [
+            *NORMALISER_TESTS,
+            "tests/test_dbnorm.py",
+            "tests/test_sinkhorn.py",
+            "tests/test_dual_softmax.py",
+            "tests/test_later_normalisers.py",
+        ],
+    ),
     ("skqbnorm/normalisers/_*.py", NORMALISER_TESTS),
     ("skqbnorm/metrics/_ranking.py", [*METRIC_TESTS, *RERANKER_TESTS]),
     ("skqbnorm/metrics/_scorers.py", [*METRIC_TESTS, "tests/test_model_selection.py"]),
     ("skqbnorm/metrics/_*.py", METRIC_TESTS),
     ("skqbnorm/rerankers/_*.py", RERANKER_TESTS),
 ]
-ALWAYS = ["tests/test_guards.py"]
+ALWAYS = ["tests/test_guards*.py"]
 PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "--no-header", "-o", "console_output_style=classic"]
 
 COMPARE_SWAPS = {
