@@ -202,15 +202,15 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def _check_sizes(self, n_bank, n_gallery):
         """Hook for subclasses whose parameters bound the bank or gallery size."""
 
-    def _check_k(self, n_bank, n_gallery, *, bank_too=False):
-        """``k`` may not exceed the gallery (nor, with ``bank_too``, the querybank)."""
+    def _check_k(self, n_bank, n_gallery, *, gallery=True, bank=False):
+        """``k`` may not exceed the gallery (``gallery``) nor the querybank (``bank``)."""
         shape = f"the querybank similarities have shape ({n_bank}, {n_gallery})"
-        if self.k > n_gallery:
+        if gallery and self.k > n_gallery:
             raise ValueError(
                 f"k={self.k} is larger than the gallery: {shape}, so k must be at "
                 f"most {n_gallery} (n_features = {n_gallery})."
             )
-        if bank_too and self.k > n_bank:
+        if bank and self.k > n_bank:
             raise ValueError(
                 f"k={self.k} is larger than the querybank: {shape}, so k must be at "
                 f"most {n_bank} (n_samples = {n_bank})."

@@ -70,7 +70,7 @@ class CSLS(QueryBankNormaliser):
         self.k = k
 
     def _check_sizes(self, n_bank, n_gallery):
-        self._check_k(n_bank, n_gallery, bank_too=True)  # r_B averages k bank similarities
+        self._check_k(n_bank, n_gallery, bank=True)  # r_B averages k bank similarities
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnTopKMean(self.k)]

@@ -101,12 +101,7 @@ class NearestNeighborNormalization(QueryBankNormaliser):
 
     def _check_sizes(self, n_bank, n_gallery):
         # r_k averages k bank similarities of one gallery item: only the bank bounds k.
-        if self.k > n_bank:
-            raise ValueError(
-                f"k={self.k} is larger than the querybank: the querybank similarities have "
-                f"shape ({n_bank}, {n_gallery}), so k must be at most {n_bank} "
-                f"(n_samples = {n_bank})."
-            )
+        self._check_k(n_bank, n_gallery, gallery=False, bank=True)
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnTopKMean(self.k)]
