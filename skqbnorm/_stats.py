@@ -63,13 +63,16 @@ class ProbeMatrix:
         Used to prepare each block of bank embeddings.
     dtype : numpy dtype
         The dtype of every block.
+    name : str
+        What error messages (NaN, overflow) call the bank's rows.
     """
 
-    def __init__(self, bank, gallery_t=None, metric="dot", dtype=np.float64):
+    def __init__(self, bank, gallery_t=None, metric="dot", dtype=np.float64, name="querybank"):
         self.bank = bank
         self.gallery_t = gallery_t
         self.metric = metric
         self.dtype = np.dtype(dtype)
+        self.name = name
 
     @property
     def shape(self):
@@ -78,7 +81,7 @@ class ProbeMatrix:
 
     def rows(self, rows):
         """The probe matrix restricted to a range of bank rows."""
-        return ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype)
+        return ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype, self.name)
 
     def block(self, rows, first_row=0):
         """The block ``P[rows]`` as an in-memory array of ``self.dtype``.
@@ -90,7 +93,7 @@ class ProbeMatrix:
             return np.asarray(self.bank[rows], dtype=self.dtype)
         queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
         first = slice(first_row + rows.start, first_row + rows.stop)
-        return embedding_products(queries, self.gallery_t, first, "querybank", self.metric)
+        return embedding_products(queries, self.gallery_t, first, self.name, self.metric)
 
     def product_rows(self, align=1):
         """Bank rows per matrix product in embedding mode: a power of two, at least ``align``.
@@ -126,7 +129,7 @@ class ProbeMatrix:
             for offset in range(0, len(product), step):
                 block = product[offset : offset + step]
                 rows = slice(first_row + start + offset, first_row + start + offset + len(block))
-                check_finite_block(block, rows)
+                check_finite_block(block, rows, self.name)
                 yield rows, block
 
 

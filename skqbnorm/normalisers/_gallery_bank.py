@@ -25,9 +25,6 @@ from sklearn.utils.validation import check_array
 
 from .._stats import (
     ProbeMatrix,
-    check_finite_block,
-    embedding_products,
-    prepare_embeddings,
     reduce_bank,
 )
 from .._validation import check_embeddings, float_dtype, naming
@@ -101,10 +98,12 @@ class GalleryBank:
                     gallery_bank, dtype="numeric", ensure_all_finite=False, input_name="gallery_bank"
                 )
             self._check_width(sims.shape, self.normaliser.n_features_in_, "gallery items")
-            return _GalleryBankProbe(sims, dtype=float_dtype(sims, "gallery_bank"))
+            return ProbeMatrix(sims, dtype=float_dtype(sims, "gallery_bank"), name="gallery_bank")
         embeddings = check_embeddings(gallery_bank, "gallery_bank")
         self._check_width(embeddings.shape, gallery.shape[1], "embedding dimensions")
-        return _GalleryBankProbe(embeddings, gallery.T, self.normaliser.metric, gallery.dtype)
+        return ProbeMatrix(
+            embeddings, gallery.T, self.normaliser.metric, gallery.dtype, name="gallery_bank"
+        )
 
     def _check_width(self, shape, expected, what):
         if shape[1] != expected:
@@ -114,19 +113,3 @@ class GalleryBank:
                 f"fitted on a gallery of {self.normaliser.n_features_in_} items: the gallery "
                 f"bank must hold {form} the gallery, {expected} columns ({what})."
             )
-
-
-class _GalleryBankProbe(ProbeMatrix):
-    """A ProbeMatrix whose errors (NaN, overflow) name ``gallery_bank``, not the querybank."""
-
-    def rows(self, rows):
-        return _GalleryBankProbe(self.bank[rows], self.gallery_t, self.metric, self.dtype)
-
-    def block(self, rows, first_row=0):
-        numbered = slice(first_row + rows.start, first_row + rows.stop)
-        if self.gallery_t is None:
-            block = np.asarray(self.bank[rows], dtype=self.dtype)
-            check_finite_block(block, numbered, name="gallery_bank")
-            return block
-        embeddings = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
-        return embedding_products(embeddings, self.gallery_t, numbered, "gallery_bank", self.metric)
