@@ -26,7 +26,7 @@ Usage::
 
     .venv/bin/python scripts/mutation_test.py --list --module _stats
     .venv/bin/python scripts/mutation_test.py --module metrics/_hubness.py --jobs 2
-    .venv/bin/python scripts/mutation_test.py --module _stats --scope 'top_k|count_greater' \\
+    .venv/bin/python scripts/mutation_test.py --module _ranks --scope 'count_greater' \\
         --json /tmp/mutation.json
     .venv/bin/python scripts/mutation_test.py --rerun /tmp/mutation.json  # survivors again
     .venv/bin/python scripts/mutation_test.py              # every module of TEST_RULES
@@ -92,6 +92,10 @@ TEST_RULES = [
             "tests/test_metrics.py",
             "tests/test_dask.py",
         ],
+    ),
+    (
+        "skqbnorm/_ranks.py",
+        [*NORMALISER_TESTS, "tests/test_later_normalisers.py"],
     ),
     ("skqbnorm/_validation.py", [*METRIC_TESTS, *NORMALISER_TESTS]),
     ("skqbnorm/normalisers/_base.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),

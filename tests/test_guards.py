@@ -26,7 +26,7 @@ from skqbnorm import (
     PointwiseReranker,
     PreferenceStrengthReranker,
 )
-from skqbnorm._stats import count_greater
+from skqbnorm._ranks import count_greater
 from skqbnorm.metrics import (
     average_precision,
     correct_item_ranks,

@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
-from skqbnorm._stats import count_greater
+from skqbnorm._ranks import count_greater
 
 import reference as ref
 

@@ -11,13 +11,13 @@ from sklearn.base import clone
 
 import skqbnorm._stats
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm._ranks import count_greater
 from skqbnorm._stats import (
     ColumnLogSumExp,
     ColumnMean,
     ProbeMatrix,
     all_finite,
     check_finite_block,
-    count_greater,
     reduce_bank,
     top_k_mask,
 )

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._stats import SortedColumns, count_greater
+from .._ranks import SortedColumns, count_greater
 from ._base import QueryBankNormaliser
 
 

@@ -4,7 +4,8 @@ import numpy as np
 from scipy.special import log_ndtr
 from sklearn.utils._param_validation import StrOptions
 
-from .._stats import ColumnMoments, RowMoments, SortedColumns, SortedRows, count_below_midpoint
+from .._ranks import SortedColumns, SortedRows, count_below_midpoint
+from .._stats import ColumnMoments, RowMoments
 from ._base import QueryBankNormaliser
 
 
