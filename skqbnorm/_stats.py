@@ -424,23 +424,102 @@ def finite_mean(values, axis):
 
 
 class ColumnTopKMean:
-    """Mean of the k largest entries of every column."""
+    """Mean of the k largest entries of every column, from O(kN) state.
+
+    The running top k of each column sets a floor, its k-th largest value; a new
+    block's entries above the floor (few, once some blocks are in) are appended to
+    the column's buffer, and a column's buffer is merged into its top k (one
+    partition of a contiguous row) only when it is full. Each block then costs one
+    comparison and one search of its mask, not a partition of its columns.
+    """
+
+    #: Rows taken whole at the start, in multiples of k: from the k-th largest of 4k
+    #: rows on, about k/m of the m-th row's entries are candidates.
+    WARM_UP = 4
+    CAPACITY = 256
 
     def __init__(self, k):
         self.k = k
-        self.top = None
+        self.pending = []  # the first rows, until there are WARM_UP * k of them
+        self.top = None  # (n_columns, k): each column's k largest so far, unordered
+        self.floor = None  # (n_columns,): the smallest of them
+        self.buffer = None  # (n_columns, capacity): entries above the floor, -inf padded
+        self.fill = None  # (n_columns,): entries in each column's buffer
 
     def update(self, block, rows):
-        stacked = block if self.top is None else np.concatenate([self.top, block])
-        n = stacked.shape[0]
-        self.top = stacked if n <= self.k else np.partition(stacked, n - self.k, axis=0)[n - self.k :]
+        if self.top is None:
+            self._start(block)
+            return
+        if len(block) > self.buffer.shape[1]:
+            self._widen(len(block))
+        flat = np.flatnonzero(block > self.floor)
+        if not flat.size:
+            return
+        n_rows, n_columns = block.shape
+        # Grouped by column: a sort of the entries' column-major positions. Flat
+        # indices, not index pairs, which numpy gathers and scatters far faster.
+        rows, columns = np.divmod(flat, n_columns)
+        columns, rows = np.divmod(np.sort(columns * n_rows + rows), n_rows)
+        values = np.take(block, rows * n_columns + columns)
+        counts = np.bincount(columns, minlength=n_columns)
+        capacity = self.buffer.shape[1]
+        full = np.flatnonzero(self.fill + counts > capacity)
+        if full.size:
+            self._flush(full)
+        first = np.cumsum(counts) - counts - self.fill
+        slots = np.arange(len(columns)) - first[columns]
+        self.buffer.ravel()[columns * capacity + slots] = values
+        self.fill += counts
+
+    def _start(self, block):
+        self.pending.append(block)
+        if sum(len(rows) for rows in self.pending) < self.WARM_UP * self.k:
+            return
+        self.top = _row_top(np.concatenate(self.pending).T.copy(), self.k)
+        self.pending = []
+        self.floor = self.top.min(axis=1)
+        self.buffer = np.full((len(self.top), self.CAPACITY), -np.inf, dtype=self.top.dtype)
+        self.fill = np.zeros(len(self.top), dtype=np.intp)
+
+    def _widen(self, capacity):
+        wider = np.full((len(self.buffer), capacity), -np.inf, dtype=self.buffer.dtype)
+        wider[:, : self.buffer.shape[1]] = self.buffer
+        self.buffer = wider
+
+    def _flush(self, columns):
+        """Merge the buffers of ``columns`` into their top k and empty them."""
+        kept = _row_top(np.concatenate([self.top[columns], self.buffer[columns]], axis=1), self.k)
+        self.top[columns] = kept
+        self.floor[columns] = kept.min(axis=1)
+        self.buffer[columns] = -np.inf
+        self.fill[columns] = 0
+
+    def _settle(self):
+        """Each column's k largest so far (all its entries while fewer), one row per column."""
+        if self.top is None:
+            return _row_top(np.concatenate(self.pending).T, self.k)
+        self._flush(np.flatnonzero(self.fill))
+        return self.top
 
     def merge(self, other):
-        self.update(other.top, None)
+        top, others = self._settle(), other._settle()
+        if self.top is None:  # pending rows only
+            self.pending = [top.T]
+            self._start(others.T)
+            return
+        self.top = _row_top(np.concatenate([top, others], axis=1), self.k)
+        self.floor = self.top.min(axis=1)
 
     def result(self):
         # Sorted first, so that the mean does not depend on how the bank was split.
-        return finite_mean(np.sort(self.top, axis=0), axis=0)
+        return finite_mean(np.sort(self._settle(), axis=1), axis=1)
+
+
+def _row_top(values, k):
+    """The k largest entries of every row, unordered (the row itself when it has at most k)."""
+    if values.shape[1] <= k:
+        return values
+    return np.partition(values, values.shape[1] - k, axis=1)[:, -k:].copy()
 
 
 class RowTopKUnion:
@@ -454,7 +533,7 @@ class RowTopKUnion:
         if self.k == 1:
             self.mask[block.argmax(axis=1)] = True
         else:
-            self.mask |= top_k_mask(block, self.k).any(axis=0)
+            self.mask[row_top_k_indices(block, self.k)[0]] = True
 
     def merge(self, other):
         self.mask |= other.mask
@@ -465,10 +544,15 @@ def top_k_mask(block, k):
     n_rows, n_columns = block.shape
     if k >= n_columns:
         return np.ones(block.shape, dtype=bool)
-    if k == 1:
-        mask = np.zeros(block.shape, dtype=bool)
-        mask[np.arange(n_rows), block.argmax(axis=1)] = True
-        return mask
+    mask = np.zeros(block.shape, dtype=bool)
+    indices, _ = row_top_k_indices(block, k)
+    mask[np.arange(n_rows)[:, None], indices] = True
+    return mask
+
+
+def _partition_top_k_mask(block, k):
+    """``top_k_mask`` by a partition of every row: for rows with many near-top entries."""
+    n_columns = block.shape[1]
     kth = np.partition(block, n_columns - k, axis=1)[:, n_columns - k, None]
     above = block > kth
     at_kth = block == kth
@@ -476,13 +560,48 @@ def top_k_mask(block, k):
     return above | (at_kth & (np.cumsum(at_kth, axis=1) <= missing))
 
 
+def row_top_k_indices(block, k):
+    """Each row's k largest entries, best first, ties to the lowest index: (indices, values).
+
+    Equal to a stable sort of each row by decreasing value, cut at k, without
+    sorting or partitioning whole rows: the k-th largest of the maxima of disjoint
+    groups of a row is at most its k-th largest entry, so only the entries at or
+    above that bound (typically a few times k) are candidates.
+    """
+    n_rows, n_columns = block.shape
+    k = min(k, n_columns)
+    if k == 1:
+        best = block.argmax(axis=1)[:, None]
+        return best, np.take_along_axis(block, best, axis=1)
+    n_groups = min(n_columns // 4, 4 * k)
+    if n_groups < k:  # groups too small for a useful bound
+        candidates = _partition_top_k_mask(block, k) if k < n_columns else np.ones(block.shape, bool)
+    else:
+        width = n_columns // n_groups
+        # Interleaved groups (column j in group j % n_groups): a max over a middle axis
+        # is an elementwise maximum of contiguous runs, which vectorises.
+        maxima = block[:, : n_groups * width].reshape(n_rows, width, n_groups).max(axis=1)
+        bound = np.partition(maxima, n_groups - k, axis=1)[:, n_groups - k]
+        candidates = block >= bound[:, None]
+    counts = candidates.sum(axis=1)
+    flat = np.flatnonzero(candidates)  # row-major: columns ascending within a row
+    rows, columns = np.divmod(flat, n_columns)
+    slots = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
+    values = np.full((n_rows, counts.max()), -np.inf, dtype=block.dtype)
+    values[rows, slots] = block.ravel()[flat]
+    indices = np.zeros(values.shape, dtype=np.intp)
+    indices[rows, slots] = columns
+    # Padding (-inf) sorts after every finite value; a stable sort keeps ties in column order.
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)
+
+
 def row_top_k(block, k, previous=None):
     """The k largest entries of every row, ascending; ``previous`` holds earlier columns'."""
     stacked = block if previous is None else np.concatenate([previous, block], axis=1)
-    n_columns = stacked.shape[1]
-    if n_columns > k:
-        stacked = np.partition(stacked, n_columns - k, axis=1)[:, n_columns - k :]
-    return np.sort(stacked, axis=1)
+    if stacked.shape[1] <= k:
+        return np.sort(stacked, axis=1)
+    return row_top_k_indices(stacked, k)[1][:, ::-1]
 
 
 def merge_top_k(best, scores, first_column, k):
@@ -491,11 +610,8 @@ def merge_top_k(best, scores, first_column, k):
     ``best`` holds earlier, lower-indexed columns; ties go to the lowest gallery
     index, so the result equals a stable sort of the whole row by decreasing score.
     """
-    n_rows, n_columns = scores.shape
-    local_k = min(k, n_columns)
-    mask = top_k_mask(scores, local_k)
-    indices = np.nonzero(mask)[1].reshape(n_rows, local_k) + first_column
-    values = scores[mask].reshape(n_rows, local_k)
+    indices, values = row_top_k_indices(scores, k)
+    indices = indices + first_column
     if best is not None:
         values = np.concatenate([best[1], values], axis=1)
         indices = np.concatenate([best[0], indices], axis=1)

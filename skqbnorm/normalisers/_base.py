@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .._dask import is_dask_array, reduce_dask_bank, transform_dask
 from .._stats import (
+    PRODUCT_MEMORY,
     ProbeMatrix,
     all_finite,
     check_finite_block,
@@ -19,6 +20,7 @@ from .._stats import (
     merge_top_k,
     prepare_embeddings,
     reduce_bank,
+    row_top_k_indices,
     rows_per_chunk,
 )
 from .._validation import (
@@ -29,6 +31,10 @@ from .._validation import (
     naming,
 )
 from ._gallery_bank import check_gallery_bank_use, fit_gallery_bank
+
+#: Fewest whole query rows per block for which :meth:`QueryBankNormaliser.top_k` reads
+#: whole rows within ``PRODUCT_MEMORY``; beyond that gallery size it streams the gallery.
+MIN_WHOLE_ROWS = 8
 
 
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -322,11 +328,14 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """The k best gallery items per query, streaming the gallery in column chunks.
 
         Never materialises the n_queries x n_gallery score matrix: query rows are
-        taken in blocks and the gallery in column chunks within ``working_memory``
-        (or as ``chunks`` arrive), keeping a running top k. Methods whose scores
-        need a whole row (DIS, CSLS, GC) first stream the row once for it. The
-        result equals ``transform`` followed by a stable sort of each row: ties go
-        to the lowest gallery index.
+        taken in blocks of whole rows, each block scored once and cut to its top k
+        without sorting whole rows. Blocks of ``X`` fit ``working_memory``; in
+        embedding mode, one matrix product per block of up to 256 MiB. When fewer
+        than 8 whole rows fit (a gallery of millions), or when ``chunks`` are
+        given, the gallery is streamed in column chunks within ``working_memory``
+        with a running top k, and methods whose scores need a whole row (DIS, CSLS,
+        GC) read each row twice. The result equals ``transform`` followed by a stable
+        sort of each row: ties go to the lowest gallery index.
 
         Parameters
         ----------
@@ -369,11 +378,21 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         if chunks is not None:
             return self._running_top_k(self._given_column_blocks(chunks), k, first_row=0)
         read, n_queries, dtype = self._query_source(X, queries)
+        indices = np.empty((n_queries, k), dtype=np.intp)
+        scores = np.empty((n_queries, k), dtype=dtype)
+        # Products of many query rows make the most of BLAS; given similarities
+        # are read within working_memory.
+        budget = PRODUCT_MEMORY if X is None else self.working_memory
+        whole_rows = min(n_queries, rows_per_chunk(n_gallery, np.dtype(dtype).itemsize, budget, 3))
+        if whole_rows >= MIN_WHOLE_ROWS:
+            # One read (or matrix product) per block of whole rows: scores need no second pass.
+            for rows in gen_batches(n_queries, whole_rows):
+                block = self._checked_scores(read(rows, slice(None)), slice(0, n_gallery), None, rows)
+                indices[rows], scores[rows] = row_top_k_indices(block, k)
+            return indices, scores
         budget = rows_per_chunk(1, np.dtype(dtype).itemsize, self.working_memory, 4)  # elements
         row_step = min(n_queries, 1024)
         column_step = max(k, budget // row_step)
-        indices = np.empty((n_queries, k), dtype=np.intp)
-        scores = np.empty((n_queries, k), dtype=dtype)
         for rows in gen_batches(n_queries, row_step):
 
             def column_blocks(rows=rows):

@@ -1,0 +1,122 @@
+"""The top-k machinery of the streaming core against plain sorts.
+
+``ColumnTopKMean`` (CSLS, NNN) keeps each column's running top k with a floor and
+per-column buffers; ``row_top_k_indices`` (top_k search, CSLS's row term, DIS's
+activation set, k-occurrence) bounds each row's k-th largest entry by group maxima.
+Both must equal a full stable sort, whatever the blocks, ties and merges.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+import skqbnorm.normalisers._base
+from skqbnorm import CSLS, DynamicInvertedSoftmax, NearestNeighborNormalization
+from skqbnorm._stats import ColumnTopKMean, RowTopKUnion, row_top_k, row_top_k_indices, top_k_mask
+
+
+def column_top_k_mean(values, k):
+    return np.sort(values, axis=0)[len(values) - k :].mean(axis=0)
+
+
+def stable_top_k(values, k):
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(values, order, axis=1)
+
+
+def matrices(rng):
+    """Continuous, heavily tied, sorted (every row beats the floor) and constant columns."""
+    yield rng.normal(size=(300, 23))
+    yield rng.integers(-3, 3, size=(257, 19)).astype(np.float32)
+    yield np.sort(rng.normal(size=(200, 17)), axis=0)  # ascending: each row a candidate
+    yield np.sort(rng.normal(size=(200, 17)), axis=0)[::-1].copy()  # descending: none after the start
+    yield np.full((90, 11), 0.25)
+
+
+@pytest.mark.parametrize("k", [1, 2, 7, 64, 90])
+def test_column_top_k_mean_equals_a_full_sort_for_any_blocks_and_merges(rng, k):
+    for values in matrices(rng):
+        expected = column_top_k_mean(values, k)
+        for _ in range(4):
+            cuts = np.sort(rng.choice(np.arange(1, len(values)), size=6, replace=False))
+            bounds = [0, *cuts, len(values)]
+            parts = [ColumnTopKMean(k) for _ in range(3)]
+            for index, (start, stop) in enumerate(itertools.pairwise(bounds)):
+                parts[index % 3].update(values[start:stop], slice(start, stop))
+            whole = parts[0]
+            for part in parts[1:]:
+                whole.merge(part)
+            got = whole.result()
+            assert got.dtype == np.float64
+            assert_allclose(got, expected, rtol=1e-6 if values.dtype == np.float32 else 1e-13)
+
+
+def test_column_top_k_mean_is_bitwise_the_same_for_any_blocks(rng):
+    values = rng.normal(size=(1000, 40)).astype(np.float32)
+    one = ColumnTopKMean(32)
+    one.update(values, None)
+    expected = one.result()
+    many = ColumnTopKMean(32)
+    for rows in np.array_split(values, 37):  # blocks taller and shorter than the buffers
+        many.update(rows, None)
+    assert_array_equal(many.result(), expected)
+
+
+def test_column_top_k_mean_takes_blocks_taller_than_its_buffers(rng):
+    values = rng.normal(size=(3000, 9))
+    reducer = ColumnTopKMean(3)
+    for rows in (values[:20], values[20:2500], values[2500:]):  # 2,480 rows > capacity
+        reducer.update(rows, None)
+    assert_allclose(reducer.result(), column_top_k_mean(values, 3), rtol=1e-13)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 10, 33, 100, 127, 128])
+def test_row_top_k_indices_equals_a_stable_sort(rng, k):
+    for values in matrices(rng):
+        rows = values.T.copy()  # wide rows: the group bound applies
+        k_rows = min(k, rows.shape[1])
+        indices, top = row_top_k_indices(rows, k)
+        expected_indices, expected_top = stable_top_k(rows, k_rows)
+        assert_array_equal(indices, expected_indices)
+        assert_array_equal(top, expected_top)
+        mask = np.zeros(rows.shape, dtype=bool)
+        np.put_along_axis(mask, expected_indices, True, axis=1)
+        assert_array_equal(top_k_mask(rows, k_rows), mask)
+        assert_array_equal(row_top_k(rows, k_rows), np.sort(expected_top, axis=1))
+
+
+def test_row_top_k_indices_keeps_the_lowest_indices_among_ties():
+    row = np.array([[1.0, 3.0, 3.0, 0.0, 3.0, 3.0, 2.0, 3.0] * 8])
+    indices, values = row_top_k_indices(row, 6)
+    assert_array_equal(indices, [[1, 2, 4, 5, 7, 9]])
+    assert_array_equal(values, [[3.0] * 6])
+
+
+def test_activation_set_is_the_union_of_row_top_k(rng):
+    values = rng.integers(0, 4, size=(50, 400)).astype(float)
+    union = RowTopKUnion(400, 12)
+    for rows in np.array_split(values, 7):
+        union.update(rows, None)
+    expected = np.zeros(400, dtype=bool)
+    expected[stable_top_k(values, 12)[0].ravel()] = True
+    assert_array_equal(union.mask, expected)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [CSLS(k=4), NearestNeighborNormalization(k=3), DynamicInvertedSoftmax(k=3)],
+    ids=repr,
+)
+def test_top_k_search_streams_the_gallery_when_whole_rows_do_not_fit(rng, monkeypatch, estimator):
+    bank, gallery, queries = rng.normal(size=(60, 8)), rng.normal(size=(50, 8)), rng.normal(size=(30, 8))
+    fitted = estimator.fit(bank, gallery=gallery)
+    whole_rows = fitted.top_k(queries=queries, k=6)
+    monkeypatch.setattr(skqbnorm.normalisers._base, "MIN_WHOLE_ROWS", 10**9)
+    fitted.set_params(working_memory=1e-3)  # many column chunks
+    streamed = fitted.top_k(queries=queries, k=6)
+    assert_array_equal(streamed[0], whole_rows[0])
+    assert_allclose(streamed[1], whole_rows[1], rtol=1e-12)
+    expected = stable_top_k(fitted.transform(fitted.similarities(queries)), 6)
+    assert_array_equal(whole_rows[0], expected[0])
