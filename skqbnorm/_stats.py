@@ -583,10 +583,10 @@ def row_top_k_indices(block, k):
         maxima = block[:, : n_groups * width].reshape(n_rows, width, n_groups).max(axis=1)
         bound = np.partition(maxima, n_groups - k, axis=1)[:, n_groups - k]
         candidates = block >= bound[:, None]
-    counts = candidates.sum(axis=1)
     flat = np.flatnonzero(candidates)  # row-major: columns ascending within a row
     rows, columns = np.divmod(flat, n_columns)
-    slots = np.arange(len(flat)) - np.repeat(np.cumsum(counts) - counts, counts)
+    counts = np.bincount(rows, minlength=n_rows)
+    slots = np.arange(len(flat)) - (np.cumsum(counts) - counts)[rows]
     values = np.full((n_rows, counts.max()), -np.inf, dtype=block.dtype)
     values[rows, slots] = block.ravel()[flat]
     indices = np.zeros(values.shape, dtype=np.intp)
