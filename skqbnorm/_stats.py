@@ -192,9 +192,7 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
         return _reduce_rows(probe, first, 0, working_memory)
     bounds = np.minimum(np.linspace(0, n_groups, n_parts + 1).astype(int) * align, n_rows)
     share = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) / n_parts
-    # The jobs share the cores: BLAS (the embedding products) must not spawn its own
-    # threads on top, or both oversubscribe.
-    with threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas"):
+    with blas_share(n_parts):
         parts = Parallel(n_jobs=n_jobs, prefer="threads")(
             delayed(_reduce_rows)(
                 probe.rows(slice(start, stop)),
@@ -209,6 +207,15 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
         for reducer, other in zip(reducers, part):
             reducer.merge(other)
     return reducers
+
+
+def blas_share(n_parts):
+    """Context in which each of ``n_parts`` parallel jobs may use its share of the cores.
+
+    The jobs share the cores: BLAS (the embedding products) must not spawn its own
+    threads on top, or both oversubscribe.
+    """
+    return threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas")
 
 
 def alignment(reducers):

@@ -120,3 +120,15 @@ def test_top_k_search_streams_the_gallery_when_whole_rows_do_not_fit(rng, monkey
     assert_allclose(streamed[1], whole_rows[1], rtol=1e-12)
     expected = stable_top_k(fitted.transform(fitted.similarities(queries)), 6)
     assert_array_equal(whole_rows[0], expected[0])
+
+
+def test_top_k_search_is_the_same_with_parallel_jobs(rng):
+    bank, gallery, queries = rng.normal(size=(80, 6)), rng.normal(size=(300, 6)), rng.normal(size=(900, 6))
+    fitted = CSLS(k=5).fit(bank, gallery=gallery)
+    expected = fitted.top_k(queries=queries, k=4)
+    fitted.set_params(n_jobs=3)
+    for got, want in zip(fitted.set_params(working_memory=0.05).top_k(queries=queries, k=4), expected):
+        assert_array_equal(got, want)
+    sims = fitted.similarities(queries)
+    for got, want in zip(fitted.top_k(sims, k=4), stable_top_k(fitted.transform(sims), 4)):
+        assert_array_equal(got, want)

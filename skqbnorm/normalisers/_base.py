@@ -15,6 +15,7 @@ from .._stats import (
     PRODUCT_MEMORY,
     ProbeMatrix,
     all_finite,
+    blas_share,
     check_finite_block,
     embedding_products,
     merge_top_k,
@@ -334,7 +335,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         than 8 whole rows fit (a gallery of millions), or when ``chunks`` are
         given, the gallery is streamed in column chunks within ``working_memory``
         with a running top k, and methods whose scores need a whole row (DIS, CSLS,
-        GC) read each row twice. The result equals ``transform`` followed by a stable
+        GC) read each row twice. With ``n_jobs``, blocks of whole rows are searched
+        in parallel threads, each with its share of the BLAS threads. The result equals ``transform`` followed by a stable
         sort of each row: ties go to the lowest gallery index.
 
         Parameters
@@ -386,9 +388,17 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         whole_rows = min(n_queries, rows_per_chunk(n_gallery, np.dtype(dtype).itemsize, budget, 3))
         if whole_rows >= MIN_WHOLE_ROWS:
             # One read (or matrix product) per block of whole rows: scores need no second pass.
-            for rows in gen_batches(n_queries, whole_rows):
+            batches = list(gen_batches(n_queries, whole_rows))
+
+            def search(rows):
                 block = self._checked_scores(read(rows, slice(None)), slice(0, n_gallery), None, rows)
-                indices[rows], scores[rows] = row_top_k_indices(block, k)
+                return row_top_k_indices(block, k)
+
+            n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
+            with blas_share(n_parts):
+                found = Parallel(n_jobs=n_parts, prefer="threads")(map(delayed(search), batches))
+            for rows, (block_indices, block_scores) in zip(batches, found):
+                indices[rows], scores[rows] = block_indices, block_scores
             return indices, scores
         budget = rows_per_chunk(1, np.dtype(dtype).itemsize, self.working_memory, 4)  # elements
         row_step = min(n_queries, 1024)
