@@ -7,9 +7,10 @@ import numpy as np
 from .._stats import ColumnMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
 
 
-class Centering(QueryBankNormaliser):
+class Centering(BiasFormMixin, QueryBankNormaliser):
     """Subtract (a multiple of) the querybank's mean similarity to each gallery item.
 
     ``score(q, g) = s(q, g) - weight * mean_i s(b_i, g)``. With ``weight=1`` (the
@@ -87,6 +88,9 @@ class Centering(QueryBankNormaliser):
         self.bank_mean_ = reducers[0].result()
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
             self._bias = self.weight * self.bank_mean_  # the mean itself for weight=1
+
+    def _gallery_bias(self):
+        return self._bias
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._bias[columns].astype(sims.dtype), out=out)

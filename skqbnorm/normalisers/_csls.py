@@ -7,9 +7,10 @@ import numpy as np
 from .._stats import ColumnTopKMean, finite_mean, row_top_k
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
 
 
-class CSLS(QueryBankNormaliser):
+class CSLS(BiasFormMixin, QueryBankNormaliser):
     """Cross-domain Similarity Local Scaling (Conneau et al., 2018).
 
     ``CSLS(q, g) = 2 s(q, g) - r_G(q) - r_B(g)``, where ``r_G(q)`` is the mean of
@@ -77,6 +78,10 @@ class CSLS(QueryBankNormaliser):
 
     def _learn(self, reducers):
         self.bank_neighbourhood_ = reducers[0].result()
+
+    def _gallery_bias(self):
+        # 2 s - r_G(q) - r_B(g): r_G shifts a whole row, so a row ranks as s - r_B / 2.
+        return self.bank_neighbourhood_ / 2
 
     def _row_state(self, sims, columns, state=None):
         """Each row's k largest similarities so far."""

@@ -7,6 +7,7 @@ import numpy as np
 from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
 from ._softmax import DynamicInvertedSoftmax
 
 
@@ -22,7 +23,7 @@ def soft_maxima(reducer, beta, name, bank):
     return soft_max
 
 
-class DualInvertedSoftmax(QueryBankNormaliser):
+class DualInvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     """Dual Inverted Softmax: DBNorm with a querybank and a gallery bank (Wang et al., 2023).
 
     DBNorm ("Balance Act", EMNLP 2023) probes the gallery with two banks: the
@@ -189,6 +190,9 @@ class DualInvertedSoftmax(QueryBankNormaliser):
     def _learn_gallery_bank_reducers(self, reducers):
         """Hook for the statistics a subclass takes from the gallery bank beside ``c2``."""
 
+    def _gallery_bias(self):
+        return self._excess
+
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._excess[columns].astype(sims.dtype), out=out)
 
@@ -322,6 +326,17 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
 
     def _learn_gallery_bank_reducers(self, reducers):
         self.gallery_bank_activated_ = reducers[1].mask
+
+    def _gated_biases(self):
+        """The bias of each combination of open gates (see ``_score``), gated by the top-1."""
+        query, gallery = self.activated_, self.gallery_bank_activated_
+        if gallery is None:
+            return [(self._query_excess, query)]
+        return [
+            (self._excess, query & gallery),
+            (self._query_excess, query & ~gallery),
+            (self._gallery_excess, gallery & ~query),
+        ]
 
     def _score(self, sims, columns, row_state, out):
         # Every row as the dual IS, then the rows with a closed gate restored.

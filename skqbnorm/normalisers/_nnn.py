@@ -7,9 +7,10 @@ import numpy as np
 from .._stats import ColumnTopKMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
 
 
-class NearestNeighborNormalization(QueryBankNormaliser):
+class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
     """Nearest Neighbor Normalization (NNN; Chowdhury et al., EMNLP 2024).
 
     Each gallery item's similarity is lowered by ``alpha`` times its mean
@@ -110,6 +111,9 @@ class NearestNeighborNormalization(QueryBankNormaliser):
         self.bank_neighbourhood_ = reducers[0].result()
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
             self._bias = self.alpha * self.bank_neighbourhood_
+
+    def _gallery_bias(self):
+        return self._bias
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._bias[columns].astype(sims.dtype), out=out)

@@ -8,9 +8,10 @@ from sklearn.utils._param_validation import StrOptions
 from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
 
 
-class InvertedSoftmax(QueryBankNormaliser):
+class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     """Inverted Softmax (IS) querybank normalisation (Smith et al., 2017).
 
     A query's similarity to gallery item ``j`` is divided by how strongly the whole
@@ -124,6 +125,9 @@ class InvertedSoftmax(QueryBankNormaliser):
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
             self._excess = soft_max - self.mean_soft_max_
 
+    def _gallery_bias(self):
+        return self._excess
+
     def _score(self, sims, columns, row_state, out):
         if self.output == "probability":  # in float64, whatever beta and the dtype
             log_eta = np.subtract(sims, self.bank_soft_max_[columns], dtype=np.float64)
@@ -225,6 +229,9 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     def _learn(self, reducers):
         super()._learn(reducers)
         self.activated_ = reducers[1].mask
+
+    def _gated_biases(self):
+        return [(self._excess, self.activated_)]  # rows whose top-1 is activated
 
     def _row_state(self, sims, columns, state=None):
         """Each row's top-1 so far: (value, gallery index); ties keep the lowest index."""

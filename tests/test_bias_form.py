@@ -1,0 +1,187 @@
+"""Bias form: each normaliser's per-gallery bias and augmented vectors rank rows as transform."""
+
+import numpy as np
+import pytest
+
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+    NearestNeighborNormalization,
+    SinkhornNormalisation,
+)
+from skqbnorm.normalisers._bias import BiasFormMixin
+
+N_DIMS = 8
+
+
+def bias_form_normalisers():
+    return [
+        InvertedSoftmax(beta=10.0),
+        InvertedSoftmax(beta=10.0, output="probability"),
+        DynamicInvertedSoftmax(beta=10.0, k=1),
+        CSLS(k=5),
+        NearestNeighborNormalization(k=5, alpha=0.75),
+        Centering(weight=0.5),
+        DualInvertedSoftmax(beta1=10.0, beta2=5.0),
+        DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),
+        DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),  # fitted without gallery bank
+        SinkhornNormalisation(tau=0.1, n_iter=50),
+    ]
+
+
+CASES = list(enumerate(bias_form_normalisers()))
+IDS = [f"{type(n).__name__}-{i}" for i, n in CASES]
+
+
+def fit_kwargs(case, rng, mode, n_gallery):
+    index, normaliser = case
+    dual = isinstance(normaliser, DualInvertedSoftmax) and index != 8
+    if mode == "embedding":
+        gallery = rng.normal(size=(n_gallery, N_DIMS))
+        bank = rng.normal(size=(60, N_DIMS))
+        extra = {"gallery_bank": rng.normal(size=(50, N_DIMS))} if dual else {}
+        return bank, {"gallery": gallery, **extra}
+    bank = rng.normal(size=(60, n_gallery))
+    extra = {"gallery_bank": rng.normal(size=(50, n_gallery))} if dual else {}
+    return bank, extra
+
+
+def fitted(case, mode, seed=0, n_gallery=40):
+    rng = np.random.default_rng(seed)
+    bank, kwargs = fit_kwargs(case, rng, mode, n_gallery)
+    normaliser = case[1].fit(bank, **kwargs)
+    if mode == "embedding":
+        sims = normaliser.similarities(rng.normal(size=(30, N_DIMS)))
+    else:
+        sims = rng.normal(size=(30, n_gallery))
+    return normaliser, sims
+
+
+def biased(normaliser, sims):
+    """``s - bias_g`` of each row's form, by hand: raw rows stay raw."""
+    forms = normaliser.row_forms(sims.argmax(axis=1))
+    biases = normaliser.gallery_biases()
+    return np.where((forms >= 0)[:, None], sims - biases[np.maximum(forms, 0)], sims)
+
+
+def ranking(scores):
+    return np.argsort(-scores, axis=1, kind="stable")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("mode", ["embedding", "precomputed"])
+def test_biased_similarities_rank_as_transform(case, mode):
+    normaliser, sims = fitted(case, mode)
+    np.testing.assert_array_equal(ranking(biased(normaliser, sims)), ranking(normaliser.transform(sims)))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_augmented_inner_products_are_biased_similarities(case):
+    normaliser, sims = fitted(case, "embedding")
+    queries = np.random.default_rng(1).normal(size=(30, N_DIMS))
+    sims = normaliser.similarities(queries)
+    products = normaliser.augmented_queries(queries) @ normaliser.augmented_gallery().T
+    np.testing.assert_allclose(products, biased(normaliser, sims), rtol=0, atol=1e-12)
+    # A top-1 from elsewhere (a raw index search) selects the same forms.
+    given = normaliser.augmented_queries(queries, top1=sims.argmax(axis=1))
+    np.testing.assert_array_equal(given, normaliser.augmented_queries(queries))
+
+
+def test_gates_open_and_close_in_these_cases():
+    """The gated cases above see raw rows and, for the dual bank, every form."""
+    dis, sims = fitted(CASES[2], "embedding")
+    assert set(dis.row_forms(sims.argmax(axis=1))) == {-1, 0}
+    dual, sims = fitted(CASES[7], "embedding")
+    assert set(dual.row_forms(sims.argmax(axis=1))) == {-1, 0, 1, 2}
+    assert dual.gallery_biases().shape == (3, 40)
+
+
+def test_biases_by_hand():
+    rng = np.random.default_rng(3)
+    bank_sims = rng.normal(size=(20, 6))
+    top5 = np.sort(bank_sims, axis=0)[-5:]
+    np.testing.assert_allclose(CSLS(k=5).fit(bank_sims).gallery_bias(), top5.mean(axis=0) / 2)
+    nnn = NearestNeighborNormalization(k=5, alpha=0.75).fit(bank_sims)
+    np.testing.assert_allclose(nnn.gallery_bias(), 0.75 * top5.mean(axis=0))
+    centering = Centering(weight=0.5).fit(bank_sims)
+    np.testing.assert_allclose(centering.gallery_bias(), 0.5 * bank_sims.mean(axis=0))
+    soft_max = np.log(np.exp(10.0 * bank_sims).sum(axis=0)) / 10.0
+    is_bias = InvertedSoftmax(beta=10.0).fit(bank_sims).gallery_bias()
+    np.testing.assert_allclose(is_bias, soft_max - soft_max.mean())
+    assert is_bias.dtype == np.float64
+
+
+def test_csls_scores_from_the_bias():
+    """CSLS = 2 (s - bias) - r_G(q), r_G the mean of the row's k largest similarities."""
+    normaliser, sims = fitted(CASES[3], "embedding")
+    r_g = np.sort(sims, axis=1)[:, -5:].mean(axis=1, keepdims=True)
+    expected = 2 * (sims - normaliser.gallery_bias()) - r_g
+    np.testing.assert_allclose(normaliser.transform(sims), expected, atol=1e-12)
+
+
+def test_augmented_vectors_hold_prepared_embeddings():
+    rng = np.random.default_rng(4)
+    gallery, queries = rng.normal(size=(10, 4)), rng.normal(size=(3, 4))
+    normaliser = NearestNeighborNormalization(k=2).fit(rng.normal(size=(5, 4)), gallery=gallery)
+    augmented = normaliser.augmented_gallery()
+    np.testing.assert_allclose(augmented[:, :4], gallery / np.linalg.norm(gallery, axis=1, keepdims=True))
+    np.testing.assert_array_equal(augmented[:, 4], -normaliser.gallery_bias())
+    query_vectors = normaliser.augmented_queries(queries)
+    np.testing.assert_allclose(query_vectors[:, :4], queries / np.linalg.norm(queries, axis=1, keepdims=True))
+    np.testing.assert_array_equal(query_vectors[:, 4], 1.0)
+    dot = Centering(metric="dot").fit(rng.normal(size=(5, 4)), gallery=gallery)
+    np.testing.assert_array_equal(dot.augmented_gallery()[:, :4], gallery)
+
+
+def test_dtypes():
+    rng = np.random.default_rng(5)
+    gallery = rng.normal(size=(10, 4)).astype(np.float32)
+    normaliser = Centering().fit(rng.normal(size=(5, 4)).astype(np.float32), gallery=gallery)
+    assert normaliser.augmented_gallery().dtype == np.float32
+    assert normaliser.augmented_gallery(dtype=np.float64).dtype == np.float64
+    assert normaliser.augmented_queries(gallery[:2]).dtype == np.float32
+    assert normaliser.gallery_bias().dtype == np.float64
+
+
+def test_mixin_is_on_the_bias_form_normalisers_only():
+    assert all(isinstance(normaliser, BiasFormMixin) for normaliser in bias_form_normalisers())
+    assert not isinstance(GloballyCorrected(), BiasFormMixin)
+
+
+def test_errors():
+    rng = np.random.default_rng(6)
+    unfitted = DynamicInvertedSoftmax()
+    with pytest.raises(Exception, match="not fitted"):
+        unfitted.gallery_bias()
+    precomputed = DynamicInvertedSoftmax(k=1).fit(rng.normal(size=(8, 5)))
+    assert precomputed.gallery_bias().shape == (5,)
+    with pytest.raises(ValueError, match="precomputed similarities"):
+        precomputed.augmented_gallery()
+    with pytest.raises(ValueError, match="precomputed similarities"):
+        precomputed.augmented_queries(rng.normal(size=(2, 3)))
+    with pytest.raises(ValueError, match=r"outside \[0, 5\)"):
+        precomputed.row_forms(np.array([0, 5]))
+    with pytest.raises(ValueError, match="1-D array of gallery indices"):
+        precomputed.row_forms(np.array([0.5]))
+    embedded = Centering().fit(rng.normal(size=(8, 3)), gallery=rng.normal(size=(5, 3)))
+    with pytest.raises(ValueError, match="3 dimensions"):
+        embedded.augmented_queries(rng.normal(size=(2, 4)))
+    with pytest.raises(ValueError, match="top1 has 1 entries for 2 queries"):
+        embedded.augmented_queries(rng.normal(size=(2, 3)), top1=[0])
+
+
+def test_caller_arrays_untouched():
+    rng = np.random.default_rng(7)
+    gallery, queries = rng.normal(size=(10, 4)), rng.normal(size=(3, 4))
+    gallery_copy, queries_copy = gallery.copy(), queries.copy()
+    normaliser = Centering().fit(rng.normal(size=(5, 4)), gallery=gallery)
+    normaliser.augmented_queries(queries)
+    normaliser.augmented_gallery()[:] = 0
+    np.testing.assert_array_equal(queries, queries_copy)
+    np.testing.assert_array_equal(gallery, gallery_copy)
+    assert np.abs(normaliser.gallery_embeddings_).sum() > 0
