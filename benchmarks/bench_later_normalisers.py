@@ -37,6 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
     Centering,
+    DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -73,18 +74,20 @@ class Case:
     make: Callable  # n_bank -> an unfitted normaliser
     state: str
     uses_gallery_bank: bool = False
+    gallery_bank_keyword: str = "gallery_bank"  # DBSN: "querybank_to_gallery_bank", s(b, h)
     per_pass: bool = False  # Sinkhorn: divide by the number of passes, 2 * n_iter_
     reference: bool = False  # no target: shown for comparison
 
     def fit(self, normaliser, bank, gallery_bank):
         if self.uses_gallery_bank:
-            return normaliser.fit(bank, gallery_bank=gallery_bank)
+            return normaliser.fit(bank, **{self.gallery_bank_keyword: gallery_bank})
         return normaliser.fit(bank)
 
     def units(self, fitted, n_bank, n_gallery_bank):
         """How many IS-fit equivalents (bank passes of M rows) one fit of ``fitted`` does."""
-        if self.per_pass:
-            return 2 * fitted.n_iter_
+        if self.per_pass:  # DBSN's passes read N + M_g columns: counted per N, as IS reads
+            columns = fitted.n_features_in_ + getattr(fitted, "n_gallery_bank_", 0)
+            return 2 * fitted.n_iter_ * columns / fitted.n_features_in_
         if self.uses_gallery_bank:
             return (n_bank + n_gallery_bank) / n_bank
         return 1
@@ -110,6 +113,10 @@ def cases(sinkhorn_iter):
         Case(f"SinkhornNormalisation(n_iter={sinkhorn_iter}), per pass",
              lambda m: SinkhornNormalisation(n_iter=sinkhorn_iter, tol=0.0), "O(N + M)",
              per_pass=True),
+        Case(f"DualBankSinkhornNormalisation(n_iter={sinkhorn_iter}), per pass and column",
+             lambda m: DualBankSinkhornNormalisation(n_iter=sinkhorn_iter, tol=0.0),
+             "O(N + M_g + M)", uses_gallery_bank=True, per_pass=True,
+             gallery_bank_keyword="querybank_to_gallery_bank"),
         Case("DualSoftmax", lambda m: DualSoftmax(), "O(N)"),
     ]
 

@@ -7,6 +7,7 @@ Bayesian rerankers (estimators that refine an initial ranking by visual consiste
 from .normalisers import (
     CSLS,
     Centering,
+    DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -15,6 +16,7 @@ from .normalisers import (
     InvertedSoftmax,
     MutualProximity,
     NearestNeighborNormalization,
+    QueryBankGate,
     QueryBankZNorm,
     SinkhornNormalisation,
 )
@@ -30,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CSLS",
     "Centering",
+    "DualBankSinkhornNormalisation",
     "DualDynamicInvertedSoftmax",
     "DualInvertedSoftmax",
     "DualSoftmax",
@@ -41,6 +44,7 @@ __all__ = [
     "NearestNeighborNormalization",
     "PointwiseReranker",
     "PreferenceStrengthReranker",
+    "QueryBankGate",
     "QueryBankZNorm",
     "RandomWalkReranker",
     "SinkhornNormalisation",

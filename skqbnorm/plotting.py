@@ -94,3 +94,54 @@ def plot_bars(values, *, ylabel, baseline=None, ax=None):
         ax.legend()
     ax.set_ylabel(ylabel)
     return ax
+
+
+def plot_changes(changes, metric="R@1", *, ax=None):
+    """Each method's change with its interval: a dot and a whisker, and a line at zero.
+
+    Parameters
+    ----------
+    changes : dict
+        Per method label, a :class:`~skqbnorm.metrics.PairedComparison` (its
+        ``metric``) or a tuple ``(change, low, high)`` (``low`` and ``high`` None
+        without an interval); or, per bank, such a dict of methods: each bank is a
+        series of its own colour, offset a little within each method's row.
+    metric : str, default="R@1"
+        The metric of the comparisons to draw.
+    ax : matplotlib Axes, default=None
+        Where to draw; the current axes by default.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+        Methods run down the y axis in the order first given, changes along x.
+    """
+    ax = _axes(ax)
+    values = next(iter(changes.values()), None)
+    banks = changes if isinstance(values, dict) else {None: changes}
+    methods = list(dict.fromkeys(method for series in banks.values() for method in series))
+    height = 0.6 / len(banks)
+    for number, (bank, series) in enumerate(banks.items()):
+        offset = (number - (len(banks) - 1) / 2) * height
+        rows = [methods.index(method) + offset for method in series]
+        centres, lows, highs = np.array([_change(value, metric) for value in series.values()],
+                                        dtype=float).T.reshape(3, -1)
+        whiskers = np.vstack([centres - lows, highs - centres])
+        ax.errorbar(centres, rows, xerr=np.nan_to_num(whiskers), fmt="o", capsize=3,
+                    label=bank)
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(methods)), methods)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"change in {metric}")
+    if len(banks) > 1:
+        ax.legend()
+    return ax
+
+
+def _change(value, metric):
+    """``(change, low, high)`` of a comparison or a tuple; NaN bounds without an interval."""
+    if hasattr(value, "change"):
+        low, high = value.interval[metric] if value.interval else (None, None)
+        value = value.change[metric], low, high
+    change, low, high = value
+    return change, np.nan if low is None else low, np.nan if high is None else high

@@ -1,14 +1,23 @@
 """The command line: demo, evaluate, and its errors."""
 
+import csv
+import io
 import json
+import warnings
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
-from skqbnorm import DualInvertedSoftmax, DualSoftmax, DynamicInvertedSoftmax
-from skqbnorm.cli import main
+from skqbnorm import (
+    DualBankSinkhornNormalisation,
+    DualInvertedSoftmax,
+    DualSoftmax,
+    DynamicInvertedSoftmax,
+)
+from skqbnorm.cli import CHANGE_FIELDS, main
 from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
-from skqbnorm.metrics import retrieval_metrics
+from skqbnorm.metrics import paired_comparison, retrieval_metrics
 
 
 @pytest.fixture
@@ -42,8 +51,9 @@ def test_evaluate_all_methods_as_csv_and_table(files, capsys):
             "--gt", str(paths["gt"]), "--quiet"]
     assert main(args + ["--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # every method but DualIS and DualDIS, which need --gallery-bank-sims
-    assert lines[0] == "method,R@1,R@5,R@10,MdR,MnR,skewness,seconds" and len(lines) == 15
+    # every method but DualIS, DualDIS and DBSN, which need a gallery bank
+    assert lines[0].startswith("method,R@1,R@5,R@10,MdR,MnR,skewness,seconds,") and len(lines) == 17
+    assert lines[0].split(",")[8:] == list(CHANGE_FIELDS)
     assert main(args) == 0
     table = capsys.readouterr().out
     assert "CSLS (k=10)" in table and "DSL transductive" in table
@@ -85,8 +95,8 @@ def test_evaluate_errors_exit_non_zero(files, capsys, change, message):
 
 #: The labels of the demo's rows without their parameters, per bank: every normaliser
 #: with both querybanks, and the two rows that use no querybank once.
-BANKED = ["IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "z-norm", "MP (Gaussian)",
-          "MP (empiric)", "DualIS", "DualDIS", "SN", "DSL"]
+BANKED = ["IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "gated DIS", "gated NNN", "z-norm", "MP (Gaussian)",
+          "MP (empiric)", "DualIS", "DualDIS", "SN", "DBSN", "DSL"]
 DEMO_ROWS = ([("(none)", "raw similarities"), ("(test queries)", "DSL transductive")]
              + [(bank, name) for bank in ("in-domain", "far-domain") for name in BANKED])
 
@@ -105,6 +115,10 @@ def test_demo_on_the_bundled_dataset(capsys):
     raw = rows[("(none)", "raw similarities")]
     assert rows[("in-domain", "DIS")]["R@1"] > raw["R@1"] + 1
     assert rows[("in-domain", "DIS")]["skewness"] < raw["skewness"]
+    dis = rows[("in-domain", "DIS")]  # a gain whose 95% interval excludes 0
+    assert dis["R@1 change"] == pytest.approx(dis["R@1"] - raw["R@1"])
+    assert 0 < dis["R@1 change low"] < dis["R@1 change"] < dis["R@1 change high"]
+    assert dis["R@1 McNemar p"] < 0.05 and raw["R@1 change"] is None
     assert "in-domain querybank: 4000 queries" in captured.err
     # DBNorm uses the bundled gallery bank (without one it would equal IS)
     data = load_wordnet_revdict()
@@ -113,6 +127,96 @@ def test_demo_on_the_bundled_dataset(capsys):
     scores = DualInvertedSoftmax().fit(bank, gallery_bank=gallery_bank).transform(query_sims)
     assert rows[("in-domain", "DualIS")]["MnR"] == pytest.approx(
         retrieval_metrics(scores, data.query_gt)["MnR"])
+    # DBSN's s(b, h) is the querybank's embeddings against the gallery bank's
+    cross = data.bank_embeddings @ data.gallery_bank_embeddings.T
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        scores = DualBankSinkhornNormalisation().fit(
+            bank, querybank_to_gallery_bank=cross).transform(query_sims)
+    assert rows[("in-domain", "DBSN")]["MnR"] == pytest.approx(
+        retrieval_metrics(scores, data.query_gt)["MnR"])
     assert rows[("(test queries)", "DSL transductive")]["MnR"] == pytest.approx(
         retrieval_metrics(DualSoftmax().fit_transform(query_sims), data.query_gt)["MnR"])
 
+
+
+def evaluate_json(paths, capsys, *extra):
+    code = main(["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]),
+                 "--gt", str(paths["gt"]), "--format", "json", "--quiet", *extra])
+    assert code == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_changes_against_raw_equal_the_paired_comparison(files, capsys):
+    paths, sims, gt, bank = files
+    rows = evaluate_json(paths, capsys, "--method", "dis", "--beta", "30", "--k", "2",
+                         "--bootstrap", "300", "--seed", "4")
+    assert all(rows[0][field] is None for field in CHANGE_FIELDS)  # raw against itself
+    scores = DynamicInvertedSoftmax(beta=30, k=2).fit(bank).transform(sims)
+    expected = paired_comparison(sims, scores, gt, n_resamples=300, random_state=4)
+    for metric in expected.metrics:
+        assert rows[1][f"{metric} change"] == pytest.approx(expected.change[metric])
+        low, high = rows[1][f"{metric} change low"], rows[1][f"{metric} change high"]
+        assert (low, high) == pytest.approx(expected.interval[metric]), metric
+    for metric, tested in expected.discordant.items():
+        assert rows[1][f"{metric} McNemar p"] == pytest.approx(tested.p_value)
+    assert expected.interval["R@1"][0] < expected.interval["R@1"][1]
+
+
+def test_each_method_draws_the_same_resamples_and_the_seed_matters(files, capsys):
+    paths, *_ = files
+    alone = evaluate_json(paths, capsys, "--method", "csls", "--bootstrap", "200")[1]
+    among = {row["method"]: row for row in evaluate_json(paths, capsys, "--bootstrap", "200")}
+    assert among[alone["method"]] == {**alone, "seconds": among[alone["method"]]["seconds"]}
+    other = evaluate_json(paths, capsys, "--method", "csls", "--bootstrap", "200",
+                          "--seed", "1")[1]
+    intervals = [(row["MnR change low"], row["MnR change high"]) for row in (alone, other)]
+    assert intervals[0] != intervals[1] and other["MnR change"] == alone["MnR change"]
+
+
+def test_bootstrap_zero_keeps_the_changes_and_mcnemar_without_intervals(files, capsys):
+    paths, *_ = files
+    args = ["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]),
+            "--gt", str(paths["gt"]), "--method", "is", "--quiet", "--bootstrap", "0"]
+    assert main([*args, "--format", "csv"]) == 0
+    raw, row = csv.DictReader(io.StringIO(capsys.readouterr().out))
+    assert raw["R@1 change"] == "" and row["R@1 change low"] == row["R@1 change high"] == ""
+    assert float(row["R@1 change"]) == pytest.approx(float(row["R@1"]) - float(raw["R@1"]))
+    assert 0 <= float(row["R@1 McNemar p"]) <= 1
+    assert main(args) == 0
+    header, _, raw_line, is_line = capsys.readouterr().out.splitlines()
+    assert header.endswith("R@1 change    95% interval  McNemar p")
+    assert "[" not in is_line and is_line.split()[-2] == f"{float(row['R@1 change']):+.1f}"
+    assert raw_line.split()[-1] == f"{float(raw['skewness']):.2f}"  # no change for raw
+
+
+def test_table_shows_the_change_of_r1_with_its_interval(files, capsys):
+    paths, *_ = files
+    rows = evaluate_json(paths, capsys, "--method", "is", "--bootstrap", "100")
+    assert main(["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]),
+                 "--gt", str(paths["gt"]), "--method", "is", "--quiet",
+                 "--bootstrap", "100"]) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    row = rows[1]
+    expected = (f"{row['R@1 change']:+.1f}", f"[{row['R@1 change low']:+.1f},",
+                f"{row['R@1 change high']:+.1f}]", f"{row['R@1 McNemar p']:.2g}")
+    assert tuple(line.split()[-4:]) == expected
+
+
+@pytest.mark.parametrize("option, value", [("--bootstrap", "-1"), ("--bootstrap", "1.5"),
+                                           ("--seed", "x"), ("--seed", "-3")])
+def test_bad_bootstrap_and_seed_are_refused(files, capsys, option, value):
+    paths, *_ = files
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", "--sims", str(paths["sims"]), "--bank-sims", str(paths["bank"]),
+              option, value])
+    assert exit_info.value.code == 2
+    assert f"argument {option}: must be an integer >= 0; got '{value}'" in capsys.readouterr().err
+
+
+def test_the_help_explains_the_changes(capsys):
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "change against raw similarities (95%, percentile; default 1000;" in text
+    assert "95% paired percentile bootstrap interval over --bootstrap resamples" in text

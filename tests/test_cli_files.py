@@ -429,11 +429,13 @@ def test_all_methods_on_a_small_gallery_run_what_can_run(small_gallery, capsys, 
     code, out, err = run(args, capsys)
     assert code == 0
     assert [row["method"].split(" (")[0] for row in json.loads(out)] == [
-        "raw similarities", "IS", "DIS", "GC", "CENT", "DN", "z-norm", "MP", "MP", "SN", "DSL",
+        "raw similarities", "IS", "DIS", "GC", "CENT", "DN", "gated DIS", "z-norm", "MP", "MP", "SN",
+        "DSL",
         "DSL transductive"]
     skipped = [line for line in err.splitlines() if "skipped" in line]
     assert [line.split(" (")[0] for line in skipped] == [
-        f"skqbnorm evaluate: skipped {name}" for name in ("CSLS", "NNN", "DualIS", "DualDIS")]
+        f"skqbnorm evaluate: skipped {name}"
+        for name in ("CSLS", "NNN", "gated NNN", "DualIS", "DualDIS", "DBSN")]
     assert skipped[0].startswith("skqbnorm evaluate: skipped CSLS (k=10)")
     assert "k=10 is larger than the gallery" in skipped[0] and "--k" in skipped[0]
     assert "is larger than the querybank" in skipped[1] and "--k" in skipped[1]
@@ -445,18 +447,21 @@ def test_all_methods_with_a_small_querybank_skip_csls(files, capsys, tmp_path):
     np.save(tmp_path / "small_bank.npy", np.load(files["--bank-sims"])[:3])
     code, out, err = run(argv(files, "--format", "csv", "--quiet",
                               bank_sims=tmp_path / "small_bank.npy"), capsys)
-    assert code == 0 and len(out.splitlines()) == 1 + 16 - 4  # no CSLS, NNN, DualIS, DualDIS
+    assert code == 0 and len(out.splitlines()) == 1 + 19 - 6  # no CSLS, NNN, gated NNN, DualIS, DualDIS, DBSN
     assert "skipped CSLS (k=10): k=10 is larger than the querybank" in err
 
 
 def test_an_explicit_k_that_fits_runs_every_method(small_gallery, capsys, tmp_path):
-    np.save(tmp_path / "gallery_bank.npy", np.random.default_rng(1).normal(size=(8, 5)))
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "gallery_bank.npy", rng.normal(size=(8, 5)))
+    np.save(tmp_path / "bank_to_gallery_bank.npy", rng.normal(size=(20, 8)))
     code, out, err = run(argv(small_gallery, "--k", "3", "--format", "json", "--quiet",
-                              "--tau", "1", gallery_bank_sims=tmp_path / "gallery_bank.npy"),
+                              "--tau", "1", gallery_bank_sims=tmp_path / "gallery_bank.npy",
+                              bank_gallery_bank_sims=tmp_path / "bank_to_gallery_bank.npy"),
                          capsys)
     assert code == 0 and err == ""
     methods = {row["method"].split(" (")[0]: row["method"] for row in json.loads(out)}
-    assert len(methods) == 15  # the two MPs share a name
+    assert len(methods) == 18  # the two MPs share a name
     assert (methods["CSLS"], methods["DIS"]) == ("CSLS (k=3)", "DIS (beta=20, k=3)")
     assert methods["NNN"].startswith("NNN (k=3, alpha=") and methods["DualDIS"].endswith(", k=3)")
 

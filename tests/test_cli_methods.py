@@ -12,9 +12,11 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
     Centering,
+    DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
+    DynamicInvertedSoftmax,
     InvertedSoftmax,
     MutualProximity,
     NearestNeighborNormalization,
@@ -36,13 +38,20 @@ def files(tmp_path):
     rng = np.random.default_rng(1)
     gallery_bank = rng.normal(0, 0.2, size=(N_GALLERY_BANK, N_GALLERY))
     gallery_bank[:, :3] += 0.5
+    bank_to_gallery_bank = rng.normal(0, 0.2, size=(N_BANK, N_GALLERY_BANK))  # for DBSN
     arrays = {"--sims": sims, "--bank-sims": bank, "--gallery-bank-sims": gallery_bank,
-              "--gt": gt}
+              "--bank-gallery-bank-sims": bank_to_gallery_bank, "--gt": gt}
     paths = {}
     for option, array in arrays.items():
         paths[option] = tmp_path / f"{option.strip('-')}.npy"
         np.save(paths[option], array)
+    paths.pop("--bank-gallery-bank-sims")  # given where DBSN must run (see bank_to_gallery_bank)
     return paths, arrays
+
+
+def bank_to_gallery_bank(tmp_path):
+    """The --bank-gallery-bank-sims file that ``files`` saved beside the others."""
+    return tmp_path / "bank-gallery-bank-sims.npy"
 
 
 def argv(paths, *extra, **replaced):
@@ -74,6 +83,11 @@ def direct(normaliser, data, uses):
         warnings.simplefilter("ignore", ConvergenceWarning)
         if uses == "test queries":
             return normaliser.fit_transform(sims)
+        if uses == "gated querybank":
+            return normaliser.fit(bank, queries=sims).transform(sims)
+        if isinstance(normaliser, DualBankSinkhornNormalisation):
+            to_gallery_bank = data["--bank-gallery-bank-sims"]
+            return normaliser.fit(bank, querybank_to_gallery_bank=to_gallery_bank).transform(sims)
         if uses == "both banks":
             return normaliser.fit(bank, gallery_bank=gallery_bank).transform(sims)
         return normaliser.fit(bank).transform(sims)
@@ -150,15 +164,17 @@ def test_dual_bank_methods_use_the_gallery_bank(files, capsys):
     assert json.loads(out)[1]["MnR"] != pytest.approx(single["MnR"])
 
 
-def test_all_methods_as_json_and_csv_carry_every_row(files, capsys):
+def test_all_methods_as_json_and_csv_carry_every_row(files, capsys, tmp_path):
     paths, data = files
-    args = argv(paths, "--k", "3", "--tau", "0.5", "--quiet")
+    args = argv(paths, "--k", "3", "--tau", "0.5", "--quiet",
+                bank_gallery_bank_sims=bank_to_gallery_bank(tmp_path))
     code, out, err = run([*args, "--format", "json"], capsys)
     assert code == 0 and err == ""
     rows = json.loads(out)
     assert [row["method"].split(" (")[0] for row in rows] == [
-        "raw similarities", "IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "z-norm", "MP",
-        "MP", "DualIS", "DualDIS", "SN", "DSL", "DSL transductive"]
+        "raw similarities", "IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "gated DIS", "gated NNN",
+        "z-norm", "MP",
+        "MP", "DualIS", "DualDIS", "SN", "DBSN", "DSL", "DSL transductive"]
     code, out, _ = run([*args, "--format", "csv"], capsys)
     assert code == 0
     csv_rows = list(csv.DictReader(io.StringIO(out)))
@@ -186,6 +202,8 @@ def test_all_methods_without_a_gallery_bank_skip_the_dual_bank_ones(files, capsy
     assert err.splitlines() == [
         f"skqbnorm evaluate: skipped DualIS ({betas}): {needs} IS).",
         f"skqbnorm evaluate: skipped DualDIS ({betas}, k=3): {needs} DIS).",
+        ("skqbnorm evaluate: skipped DBSN (tau=0.5, n_iter=30): it needs "
+         "--bank-gallery-bank-sims (without a gallery bank it equals SN)."),
     ]
 
 
@@ -322,16 +340,16 @@ def test_the_help_lists_every_method_and_setting(capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", "--help"])
     text = capsys.readouterr().out
-    for method in ("nnn", "dn", "znorm", "mp", "mp-empiric", "dual-is", "dual-dis", "sn", "dsl",
-                   "dsl-transductive"):
+    for method in ("nnn", "dn", "znorm", "mp", "mp-empiric", "dual-is", "dual-dis", "sn", "dbsn",
+                   "dsl", "dsl-transductive"):
         assert re.search(rf"^  {re.escape(method)} ", text, re.MULTILINE), method
-    for option in ("--gallery-bank-sims", "--alpha", "--beta1", "--beta2", "--tau",
+    for option in ("--gallery-bank-sims", "--bank-gallery-bank-sims", "--alpha", "--beta1", "--beta2", "--tau",
                    "--n-iter", "--temperature"):
         assert option in text
     flat = " ".join(text.split())
     assert f"NNN (k={NearestNeighborNormalization().k}) when the querybank" in flat
     assert "without --gallery-bank-sims it skips dual-is and dual-dis" in flat
-    assert f"temperature of SN, > 0 (default {SinkhornNormalisation().tau:g})" in flat
+    assert f"temperature of SN and DBSN, > 0 (default {SinkhornNormalisation().tau:g})" in flat
 
 
 class WarningDualSoftmax(DualSoftmax):
@@ -354,3 +372,56 @@ def test_other_warnings_pass_on_and_a_convergence_warning_is_a_note(files, capsy
     assert code == 0
     assert err == "skqbnorm evaluate: note: DSL (temperature=2): did not settle\n"
     assert not [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory):
+    """The bundled data's query and querybank similarities, as files."""
+    from skqbnorm.datasets import load_wordnet_revdict
+
+    data = load_wordnet_revdict()
+    folder = tmp_path_factory.mktemp("bundled")
+    gallery_t = data.gallery_embeddings.T
+    arrays = {"sims": data.query_embeddings @ gallery_t, "in": data.bank_embeddings @ gallery_t,
+              "far": data.far_bank_embeddings @ gallery_t, "gt": data.query_gt}
+    for name, array in arrays.items():
+        np.save(folder / f"{name}.npy", array)
+    return folder, arrays
+
+
+def bundled_args(folder, bank, *extra):
+    return ["evaluate", "--sims", str(folder / "sims.npy"), "--bank-sims", str(folder / f"{bank}.npy"),
+            "--gt", str(folder / "gt.npy"), *extra]
+
+
+def test_evaluate_reports_the_querybank_diagnostics(bundled, capsys):
+    folder, _ = bundled
+    code, _, err = run(bundled_args(folder, "in", "--method", "dis", "--bootstrap", "0"), capsys)
+    assert code == 0 and "Querybank diagnostics" in err and "no warning" in err
+    code, _, err = run(bundled_args(folder, "far", "--method", "dis", "--bootstrap", "0"), capsys)
+    assert code == 0 and "Querybank diagnostics" in err and "looks out of domain" in err
+    code, _, err = run(bundled_args(folder, "far", "--method", "dis", "--quiet", "--bootstrap", "0"),
+                       capsys)
+    assert code == 0 and "Querybank diagnostics" not in err
+    assert "skqbnorm evaluate: warning: The querybank looks out of domain" in err
+    code, _, err = run(bundled_args(folder, "in", "--method", "dis", "--quiet", "--bootstrap", "0"),
+                       capsys)
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("method, template", [
+    ("dis-gated", DynamicInvertedSoftmax()), ("nnn-gated", NearestNeighborNormalization())])
+def test_a_gated_method_is_its_normaliser_in_domain_and_raw_far_from_it(bundled, capsys, method,
+                                                                      template):
+    folder, arrays = bundled
+    rows = {}
+    for bank in ("in", "far"):
+        code, out, err = run(bundled_args(folder, bank, "--method", method, "--quiet",
+                                          "--format", "json", "--bootstrap", "0"), capsys)
+        assert code == 0
+        rows[bank] = json.loads(out)[1]
+    expected = retrieval_metrics(template.fit(arrays["in"]).transform(arrays["sims"]), arrays["gt"])
+    assert rows["in"]["MnR"] == pytest.approx(expected["MnR"])
+    raw = retrieval_metrics(arrays["sims"], arrays["gt"])
+    assert rows["far"]["MnR"] == pytest.approx(raw["MnR"]) != pytest.approx(expected["MnR"])
+    assert "the gate left them raw" in err

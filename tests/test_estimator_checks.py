@@ -5,6 +5,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skqbnorm import (
     CSLS,
     Centering,
+    DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -46,6 +47,8 @@ ESTIMATORS = [
     DualDynamicInvertedSoftmax(k=2),
     SinkhornNormalisation(),
     SinkhornNormalisation(tau=1.0, n_iter=3),
+    DualBankSinkhornNormalisation(),
+    DualBankSinkhornNormalisation(tau=1.0, n_iter=3),
     DualSoftmax(),
     DualSoftmax(temperature=1.0),
     HingeReranker(),

@@ -1,6 +1,8 @@
 """Retrieval metrics, hubness measures, ranking quality and distances, and scorers."""
 
 from ._hubness import hubness, hubness_from_counts, k_occurrence
+from ._paired import PairedComparison, paired_comparison
+from ._querybank import QueryBankDiagnostics, QueryBankWarning, querybank_diagnostics
 from ._ranking import (
     average_precision,
     discordant_pairs,
@@ -14,6 +16,9 @@ from ._retrieval import correct_item_ranks, recall_at_k, retrieval_metrics
 from ._scorers import make_map_scorer, make_retrieval_scorer
 
 __all__ = [
+    "PairedComparison",
+    "QueryBankDiagnostics",
+    "QueryBankWarning",
     "average_precision",
     "correct_item_ranks",
     "discordant_pairs",
@@ -25,8 +30,10 @@ __all__ = [
     "make_retrieval_scorer",
     "mean_average_precision",
     "ordered_pairs",
+    "paired_comparison",
     "pointwise_distance",
     "preference_strength_distance",
+    "querybank_diagnostics",
     "recall_at_k",
     "retrieval_metrics",
 ]

@@ -8,12 +8,14 @@ from ._dual_softmax import DualSoftmax
 from ._gc import GloballyCorrected
 from ._mutual_proximity import MutualProximity, QueryBankZNorm
 from ._nnn import NearestNeighborNormalization
-from ._sinkhorn import SinkhornNormalisation
+from ._querybank_gate import QueryBankGate
+from ._sinkhorn import DualBankSinkhornNormalisation, SinkhornNormalisation
 from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
 __all__ = [
     "CSLS",
     "Centering",
+    "DualBankSinkhornNormalisation",
     "DualDynamicInvertedSoftmax",
     "DualInvertedSoftmax",
     "DualSoftmax",
@@ -22,6 +24,7 @@ __all__ = [
     "InvertedSoftmax",
     "MutualProximity",
     "NearestNeighborNormalization",
+    "QueryBankGate",
     "QueryBankNormaliser",
     "QueryBankZNorm",
     "SinkhornNormalisation",

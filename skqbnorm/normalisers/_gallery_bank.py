@@ -9,25 +9,36 @@ the same way for every normaliser that uses one, through this module alone:
 - ``fit(bank, gallery=G, gallery_bank=H)``: ``H`` (M_g x d) holds gallery-bank
   embeddings, compared with the gallery under the normaliser's ``metric``.
 
+DBSN also needs ``s(b, h)`` between the querybank and the gallery bank (and not
+``P_g``). In embedding mode it comes from the two sets of embeddings; in precomputed
+mode the caller passes it, ``fit(P, querybank_to_gallery_bank=C)`` with ``C`` (M x M_g),
+rows in the querybank's order (so that ``GridSearchCV`` splits them with its folds);
+``gallery_bank=P_g`` may be passed beside it, and then only its shape is checked.
+Such a normaliser hands :class:`GalleryBankInput` (the two precomputed matrices) to
+the base class's ``fit`` as its ``gallery_bank``, and reads ``s(b, h)`` through
+:meth:`GalleryBank.querybank_sims` and :meth:`GalleryBank.targets`.
+
 A normaliser declares ``_uses_gallery_bank = True`` and defines
 ``_learn_gallery_bank(gallery_bank)``, which receives a :class:`GalleryBank` (or None
 when fit got none) after ``_learn``; every other normaliser refuses one.
-
-Room for DBSN, which also needs ``s(b, h)`` between the querybank and the gallery
-bank: in embedding mode both sets of embeddings are at hand (the querybank's would be
-passed to :class:`GalleryBank` beside the normaliser); in precomputed mode that
-matrix (M x M_g) must come from the caller, e.g. as a second keyword of ``fit``
-handed to :class:`GalleryBank`, which would then offer a second ``reduce`` over it.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.utils.validation import check_array
 
+from .._dask import is_dask_array, reduce_dask_bank
 from .._stats import (
     ProbeMatrix,
+    all_finite,
+    prepare_embeddings,
     reduce_bank,
 )
 from .._validation import check_embeddings, float_dtype, naming
+
+#: How error messages name the querybank's precomputed similarities to the gallery bank.
+CROSS_NAME = "querybank_to_gallery_bank"
 
 
 def check_gallery_bank_use(normaliser, gallery_bank):
@@ -36,8 +47,9 @@ def check_gallery_bank_use(normaliser, gallery_bank):
         name = type(normaliser).__name__
         raise ValueError(
             f"{name} does not use a gallery bank, but fit got gallery_bank of shape "
-            f"{np.shape(gallery_bank)}: only the dual-bank normalisers (e.g. DBNorm's "
-            f"DualInvertedSoftmax) take one. Fit {name} without gallery_bank."
+            f"{np.shape(gallery_bank)}: only the dual-bank normalisers (DBNorm's "
+            "DualInvertedSoftmax and DualDynamicInvertedSoftmax, DBSN's "
+            f"DualBankSinkhornNormalisation) take one. Fit {name} without gallery_bank."
         )
 
 
@@ -46,6 +58,18 @@ def fit_gallery_bank(normaliser, gallery_bank):
     if getattr(normaliser, "_uses_gallery_bank", False):
         bank = None if gallery_bank is None else GalleryBank(gallery_bank, normaliser)
         normaliser._learn_gallery_bank(bank)
+
+
+class GalleryBankInput(NamedTuple):
+    """A gallery bank given in two parts, as DBSN's ``fit`` takes it.
+
+    ``gallery_bank`` is what ``fit(gallery_bank=...)`` takes (similarities to the
+    gallery, or embeddings), or None; ``querybank_sims`` the precomputed ``s(b, h)``
+    (n_bank x n_gallery_bank), or None.
+    """
+
+    gallery_bank: object = None
+    querybank_sims: object = None
 
 
 class GalleryBank:
@@ -58,7 +82,8 @@ class GalleryBank:
 
     Parameters
     ----------
-    gallery_bank : array-like of shape (n_gallery_bank, n_gallery) or (n_gallery_bank, n_dims)
+    gallery_bank : array-like of shape (n_gallery_bank, n_gallery) or (n_gallery_bank, n_dims), \
+            or GalleryBankInput
         The caller's gallery bank; an ``np.memmap`` is read block by block and
         never copied whole.
     normaliser : QueryBankNormaliser
@@ -69,7 +94,10 @@ class GalleryBank:
 
     def __init__(self, gallery_bank, normaliser):
         self.normaliser = normaliser
-        self.probe = self._probe(gallery_bank)
+        if not isinstance(gallery_bank, GalleryBankInput):
+            gallery_bank = GalleryBankInput(gallery_bank)
+        self.probe = None if gallery_bank.gallery_bank is None else self._probe(gallery_bank.gallery_bank)
+        self.given_querybank_sims = self._check_querybank_sims(gallery_bank.querybank_sims)
 
     @property
     def shape(self):
@@ -89,6 +117,47 @@ class GalleryBank:
             self.normaliser.working_memory,
             self.normaliser.n_jobs,
         )
+
+    def querybank_sims(self, querybank):
+        """Row blocks of ``s(b, h)``: the querybank's rows by the gallery bank's items.
+
+        ``querybank`` is the normaliser's probe of the querybank (a ``ProbeMatrix``);
+        in embedding mode the similarities are computed from its embeddings and the
+        gallery bank's, in precomputed mode they are the caller's.
+        """
+        if querybank.gallery_t is not None:
+            return ProbeMatrix(
+                querybank.bank, self._prepared(querybank).T, querybank.metric, querybank.dtype
+            )
+        name = type(self.normaliser).__name__
+        sims = self.given_querybank_sims
+        if sims is None:
+            raise ValueError(
+                f"{name} needs the querybank's similarities to the gallery bank, s(b, h): "
+                f"fit got gallery_bank of shape {self.shape}, but no {CROSS_NAME}. Pass "
+                f"{CROSS_NAME} of shape ({querybank.shape[0]}, {self.shape[0]}) (querybank "
+                "rows by gallery-bank items)."
+            )
+        if sims.shape[0] != querybank.shape[0]:
+            raise ValueError(
+                f"{CROSS_NAME} has shape {sims.shape}, but the querybank X has shape "
+                f"{querybank.shape}: {name} needs one row of {CROSS_NAME} per querybank "
+                f"row, {querybank.shape[0]} rows."
+            )
+        return sims
+
+    def targets(self, querybank):
+        """Row blocks of ``[P | s(b, h)]``: the querybank against the gallery, then the gallery bank."""
+        cross = self.querybank_sims(querybank)
+        if querybank.gallery_t is None:
+            return _JoinedSims(querybank, cross)
+        gallery_t = np.concatenate([querybank.gallery_t, cross.gallery_t], axis=1)
+        return ProbeMatrix(querybank.bank, gallery_t, querybank.metric, querybank.dtype)
+
+    def _prepared(self, querybank):
+        """The gallery bank's embeddings ready for a dot product, in the querybank's dtype."""
+        embeddings = np.asarray(self.probe.bank, dtype=querybank.dtype)
+        return prepare_embeddings(embeddings, querybank.metric)
 
     def _probe(self, gallery_bank):
         gallery = self.normaliser.gallery_embeddings_
@@ -113,3 +182,79 @@ class GalleryBank:
                 f"fitted on a gallery of {self.normaliser.n_features_in_} items: the gallery "
                 f"bank must hold {form} the gallery, {expected} columns ({what})."
             )
+
+    def _check_querybank_sims(self, sims):
+        """The caller's precomputed ``s(b, h)`` (precomputed mode only), validated."""
+        if sims is None:
+            return None
+        name = type(self.normaliser).__name__
+        if self.normaliser.gallery_embeddings_ is not None:
+            raise ValueError(
+                f"{CROSS_NAME} (got shape {np.shape(sims)}) is for precomputed similarities, "
+                f"but {name} is fitted on embeddings (gallery=...), where s(b, h) is computed "
+                "from the querybank and gallery_bank embeddings: pass gallery_bank embeddings "
+                f"and no {CROSS_NAME}."
+            )
+        with naming(CROSS_NAME, sims):
+            sims = check_array(sims, dtype="numeric", ensure_all_finite=False, input_name=CROSS_NAME)
+        if self.probe is not None and sims.shape[1] != self.probe.shape[0]:
+            raise ValueError(
+                f"{CROSS_NAME} has shape {sims.shape}, but gallery_bank has shape "
+                f"{self.probe.shape}: {name} needs one column of {CROSS_NAME} per "
+                f"gallery-bank row, {self.probe.shape[0]} columns."
+            )
+        return _CrossSims(sims, dtype=float_dtype(sims, CROSS_NAME), name=CROSS_NAME)
+
+
+class _CrossSims(ProbeMatrix):
+    """The caller's ``s(b, h)``, whose non-finite entries are named as such."""
+
+    def rows(self, rows):
+        return _CrossSims(self.bank[rows], dtype=self.dtype, name=self.name)
+
+    def block(self, rows, first_row=0):
+        block = super().block(rows, first_row)
+        if not all_finite(block):
+            bad = tuple(np.argwhere(~np.isfinite(block))[0])
+            raise ValueError(
+                f"Input {self.name} contains NaN or infinity: the similarity of querybank row "
+                f"{first_row + rows.start + bad[0]} to gallery-bank item {bad[1]} is {block[bad]}."
+            )
+        return block
+
+
+class _JoinedSims(ProbeMatrix):
+    """Row blocks of ``[left | right]``, two precomputed matrices over the same rows."""
+
+    def __init__(self, left, right):
+        dtype = np.result_type(left.dtype, right.dtype)
+        super().__init__(left.bank, dtype=dtype, name=left.name)
+        self.left, self.right = left, right
+
+    @property
+    def shape(self):
+        return self.left.shape[0], self.left.shape[1] + self.right.shape[1]
+
+    def rows(self, rows):
+        return _JoinedSims(self.left.rows(rows), self.right.rows(rows))
+
+    def block(self, rows, first_row=0):
+        right = self.right.block(rows, first_row)  # named in its own terms if not finite
+        return np.concatenate([self.left.block(rows, first_row), right], axis=1, dtype=self.dtype)
+
+
+def reader(probe, working_memory=None, n_jobs=None):
+    """``read(make_reducers)``: one pass of fresh reducers over the rows of ``probe``.
+
+    A querybank given as a dask array is read by dask tasks (joined, for
+    :meth:`GalleryBank.targets`, with the caller's ``s(b, h)``), any other probe
+    by ``reduce_bank``.
+    """
+    bank = probe.bank
+    if isinstance(probe, _JoinedSims) and is_dask_array(bank):
+        import dask.array as da
+
+        bank = da.concatenate([bank, da.from_array(probe.right.bank)], axis=1)
+    if is_dask_array(bank):
+        return lambda make: reduce_dask_bank(bank, probe.gallery_t, probe.metric, make, working_memory)
+    return lambda make: reduce_bank(probe, make, working_memory, n_jobs)

@@ -7,10 +7,11 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._dask import reduce_dask_bank
-from .._stats import ColumnLogSumExp, all_finite, finite_mean, reduce_bank
+from .._stats import ColumnLogSumExp, ProbeMatrix, all_finite, finite_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
+from ._gallery_bank import GalleryBankInput, reader
 
 
 def offset_block(block, offsets):
@@ -92,6 +93,17 @@ class RowLogSumExp:
         return out
 
 
+class _BankPasses(NamedTuple):
+    """How fit reads the querybank again: its probe and ``read(make_reducers)``, one pass.
+
+    ``first_soft_max`` is the first column pass, kept by DBSN until its gallery bank comes.
+    """
+
+    probe: ProbeMatrix
+    read: object
+    first_soft_max: np.ndarray = None
+
+
 class SinkhornPotentials(NamedTuple):
     """The outcome of :func:`sinkhorn_potentials`, in similarity units.
 
@@ -131,8 +143,8 @@ def sinkhorn_potentials(read_bank, shape, tau, n_iter, tol, first_soft_max=None)
     read_bank : callable
         ``read_bank(make_reducers)`` runs one pass of ``make_reducers()`` over the
         probe matrix P of shape ``shape`` (bank rows by targets) and returns the merged
-        reducers. The targets are the gallery for SN; DBSN would append the gallery
-        bank's columns (``s(b, h)``) and keep the first N entries.
+        reducers. The targets are the gallery for SN; DBSN appends the gallery
+        bank's columns (``s(b, h)``) and keeps the first N entries.
     shape : tuple of int
         ``(M, N)``.
     tau, n_iter, tol : float, int, float
@@ -181,7 +193,7 @@ def _checked(soft_max, tau, side):
     return soft_max
 
 
-class SinkhornNormalisation(QueryBankNormaliser):
+class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
     """Sinkhorn normalisation (SN) of query similarities over a querybank.
 
     The gallery (N items) and the querybank (M queries) are matched by entropic
@@ -266,6 +278,7 @@ class SinkhornNormalisation(QueryBankNormaliser):
     See Also
     --------
     InvertedSoftmax : The first half-step of SN.
+    DualBankSinkhornNormalisation : SN with a gallery bank among the targets (DBSN).
 
     Examples
     --------
@@ -315,8 +328,8 @@ class SinkhornNormalisation(QueryBankNormaliser):
         gallery : array-like of shape (n_gallery, n_dims), default=None
             Gallery embeddings (embedding mode).
         gallery_bank : None
-            Refused: SN uses the querybank alone (its dual-bank form, DBSN, would
-            take one).
+            Refused: SN uses the querybank alone (its dual-bank form,
+            :class:`DualBankSinkhornNormalisation`, takes one).
 
         Returns
         -------
@@ -333,46 +346,241 @@ class SinkhornNormalisation(QueryBankNormaliser):
 
     def _probe(self, X, gallery):
         probe = super()._probe(X, gallery)
-        n_jobs, working_memory = self.n_jobs, self.working_memory
-        self._bank_passes = (
-            lambda make: reduce_bank(probe, make, working_memory, n_jobs),
-            probe.shape,
-        )
+        self._bank_passes = _BankPasses(probe, reader(probe, self.working_memory, self.n_jobs))
         return probe
 
     def _reduce_dask(self, bank, gallery):
         reducers, n_bank = super()._reduce_dask(bank, gallery)
-        gallery_t = None if self.gallery_embeddings_ is None else self.gallery_embeddings_.T
-        metric, working_memory = self.metric, self.working_memory
-        self._bank_passes = (
-            lambda make: reduce_dask_bank(bank, gallery_t, metric, make, working_memory),
-            (n_bank, self.n_features_in_),
-        )
+        if self.gallery_embeddings_ is None:
+            dtype = np.float32 if bank.dtype == np.float32 else np.float64
+            probe = ProbeMatrix(bank, dtype=dtype)
+        else:
+            gallery = self.gallery_embeddings_
+            probe = ProbeMatrix(bank, gallery.T, self.metric, gallery.dtype)
+        self._bank_passes = _BankPasses(probe, reader(probe, self.working_memory))
         return reducers, n_bank
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnLogSumExp(n_gallery, 1.0 / self.tau)]  # the u-update from v = 1
 
     def _learn(self, reducers):
-        read_bank, shape = self._bank_passes
+        passes = self._bank_passes
         first = _checked(reducers[0].result(), self.tau, "gallery")
-        fit = sinkhorn_potentials(read_bank, shape, self.tau, self.n_iter, self.tol, first)
+        self._fit_sinkhorn(passes.read, passes.probe.shape, first, stacklevel=6)
+
+    def _fit_sinkhorn(self, read_bank, shape, first_soft_max, stacklevel):
+        """Fit the scalings of the targets (P's columns), the first n_features_in_ the gallery's.
+
+        Returns the log scalings of the targets beyond the gallery (DBSN's gallery bank).
+        """
+        fit = sinkhorn_potentials(read_bank, shape, self.tau, self.n_iter, self.tol, first_soft_max)
+        n_gallery = self.n_features_in_
         with np.errstate(over="ignore"):  # 1 / tau may overflow: an attribute to inspect only
-            self.gallery_log_scaling_ = (1.0 - fit.target_soft_max) / self.tau - np.log(shape[1])
+            log_scaling = (1.0 - fit.target_soft_max) / self.tau - np.log(shape[1])
+        self.gallery_log_scaling_ = log_scaling[:n_gallery]
         self.bank_log_scaling_ = fit.bank_potential / self.tau
         self.marginal_error_ = fit.marginal_error
         self.n_iter_ = fit.n_iter
         # tau * log u_g less its gallery mean is -(c_g - mean c): the constant drops out.
+        soft_max = fit.target_soft_max[:n_gallery]
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
-            self._excess = fit.target_soft_max - float(finite_mean(fit.target_soft_max, axis=0))
+            self._excess = soft_max - float(finite_mean(soft_max, axis=0))
         if fit.marginal_error > self.tol:
             warnings.warn(
                 f"{type(self).__name__} did not reach tol={self.tol!r} in n_iter={self.n_iter} "
                 f"iterations: the marginal error is {fit.marginal_error:.3g}. Increase n_iter "
                 "(or tau), or accept the result: the scores are those of the last iteration.",
                 ConvergenceWarning,
-                stacklevel=5,
+                stacklevel=stacklevel,
             )
+        return log_scaling[n_gallery:]
+
+    def _gallery_bias(self):
+        return self._excess
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._excess[columns].astype(sims.dtype), out=out)
+
+
+class DualBankSinkhornNormalisation(SinkhornNormalisation):
+    """Dual-bank Sinkhorn normalisation (DBSN): the gallery bank joins the gallery.
+
+    As :class:`SinkhornNormalisation`, with the Sinkhorn's targets extended by a
+    *gallery bank* ``B_g`` (M_g samples of the gallery modality that are not in the
+    gallery, e.g. training videos): the N gallery items and the M_g gallery-bank
+    items share the querybank's mass, with marginals ``1 / (N + M_g)`` over the
+    targets and ``1 / M`` over the M bank queries, and the kernel
+    ``K[t, b] = exp((s(b, t) - 1) / tau)`` for every target t, which needs
+    ``s(b, h)`` between the querybank and the gallery bank. Only the test gallery's
+    scalings u are kept; scores are a bias form, as SN's::
+
+        score(q, g) = s(q, g) + tau * log u_g - mean_g'(tau * log u_g')
+
+    (the mean over the test gallery). A bank query that the gallery bank attracts
+    spends its mass there, so it pushes the test gallery's hubs down less: the
+    gallery bank lets the bank queries that are far from the test gallery drop out.
+
+    Each half-iteration is one streaming pass over the querybank rows, reading
+    ``[s(b, g) | s(b, h)]`` block by block; memory is O(N + M_g + M). The fitted
+    state is bitwise the same for every ``working_memory``, ``n_jobs`` and dask
+    chunking of the querybank. Without a gallery bank (as scikit-learn's checks
+    and pipelines fit it) this is exactly :class:`SinkhornNormalisation`.
+
+    The fit rule: ``fit(P, querybank_to_gallery_bank=C)`` takes the precomputed
+    querybank similarities to the gallery, ``P`` (M x N), and to the gallery bank,
+    ``C = [s(b, h)]`` (M x M_g, rows in P's order, so that ``GridSearchCV`` splits
+    them with the folds); ``gallery_bank=P_g`` (M_g x N, the gallery bank's
+    similarities to the gallery, as DBNorm takes it) may be passed beside ``C``
+    and is then only checked against it. ``fit(bank, gallery=G, gallery_bank=H)``
+    takes querybank, gallery and gallery-bank embeddings and computes both
+    similarities under ``metric``. The second positional argument ``y`` is ignored.
+
+    Parameters
+    ----------
+    tau : float, default=0.02
+        Entropic temperature, > 0, in similarity units (SN's default).
+    n_iter : int, default=30
+        Largest number of Sinkhorn iterations (each a u-update and a v-update), >= 1.
+    tol : float, default=1e-2
+        Tolerance on the marginal error ``max_b |M * colsum_b - 1|`` of the plan
+        after a u-update; a ``ConvergenceWarning`` says when ``n_iter`` iterations
+        did not reach it.
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity used in embedding mode.
+    working_memory : float, default=None
+        Bound, in MiB, on the memory of one block of bank rows during fit and of
+        query rows during transform; None means 16 MiB.
+    n_jobs : int, default=None
+        Threads over bank blocks in fit and query blocks in transform (joblib;
+        None means 1, -1 all cores). Results do not depend on it.
+
+    Attributes
+    ----------
+    gallery_log_scaling_ : ndarray of shape (n_gallery,)
+        ``log u_g`` of the test gallery items, in float64.
+    gallery_bank_log_scaling_ : ndarray of shape (n_gallery_bank,) or None
+        ``log u_h`` of the gallery-bank items; None without a gallery bank.
+    bank_log_scaling_ : ndarray of shape (n_bank,)
+        ``log v_b`` of the plan ``diag(u) K diag(v)`` that ``u`` was computed from.
+    marginal_error_ : float
+        ``max_b |M * colsum_b - 1|`` of that plan (its rows sum to ``1 / (N + M_g)``).
+    n_iter_ : int
+        Number of iterations run.
+    n_gallery_bank_ : int
+        Number of gallery-bank items seen in fit; 0 without a gallery bank.
+    gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
+        The prepared gallery embeddings in embedding mode, else None.
+    n_bank_ : int
+        Number of querybank rows seen in fit.
+    n_features_in_ : int
+        Number of gallery items.
+    feature_names_in_ : ndarray of shape (n_gallery,)
+        Gallery names, when fitted on a DataFrame of similarities.
+
+    See Also
+    --------
+    SinkhornNormalisation : The querybank alone.
+    DualInvertedSoftmax : DBNorm, the other dual-bank normaliser.
+
+    Examples
+    --------
+    Bank query 0 prefers gallery item 1, bank query 1 item 0; bank query 1 is also
+    close to a gallery-bank item, which takes some of its mass, so item 0 weighs
+    less as a hub than under SN:
+
+    >>> import numpy as np
+    >>> from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
+    >>> querybank = [[0.3, 0.8], [0.7, 0.5]]
+    >>> querybank_to_gallery_bank = [[0.0], [0.95]]
+    >>> dual = DualBankSinkhornNormalisation(tau=0.1, n_iter=100, tol=1e-8)
+    >>> dual = dual.fit(querybank, querybank_to_gallery_bank=querybank_to_gallery_bank)
+    >>> dual.n_gallery_bank_, dual.marginal_error_ <= 1e-8
+    (1, True)
+    >>> dual.transform([[0.5, 0.5]]).round(4)
+    array([[0.7151, 0.2849]])
+    >>> single = SinkhornNormalisation(tau=0.1, n_iter=500, tol=1e-8).fit(querybank)
+    >>> single.transform([[0.5, 0.5]]).round(4)
+    array([[0.575, 0.425]])
+
+    Without a gallery bank it is SN:
+
+    >>> single = SinkhornNormalisation(tau=0.1).fit(querybank)
+    >>> dual = DualBankSinkhornNormalisation(tau=0.1).fit(querybank)
+    >>> bool(np.array_equal(dual.transform([[0.5, 0.5]]), single.transform([[0.5, 0.5]])))
+    True
+    """
+
+    _uses_gallery_bank = True
+
+    def fit(self, X, y=None, *, gallery=None, gallery_bank=None, querybank_to_gallery_bank=None):
+        """Run the Sinkhorn iterations over the gallery and gallery bank, against the querybank.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_bank, n_gallery) or (n_bank, n_dims)
+            The querybank similarities to the gallery, or its embeddings when
+            ``gallery`` is given. An ``np.memmap`` or a dask array is read
+            ``2 * n_iter_`` times, block by block.
+        y : None or array-like of shape (n_bank,)
+            Ignored; present for ``Pipeline`` and ``GridSearchCV``.
+        gallery : array-like of shape (n_gallery, n_dims), default=None
+            Gallery embeddings (embedding mode).
+        gallery_bank : array-like of shape (n_gallery_bank, n_gallery) or \\
+                (n_gallery_bank, n_dims), default=None
+            Embedding mode: the gallery-bank embeddings. Precomputed mode: the
+            gallery bank's similarities to the gallery, optional beside
+            ``querybank_to_gallery_bank`` (unused: DBSN needs ``s(b, h)`` only),
+            whose columns must then match its rows.
+        querybank_to_gallery_bank : array-like of shape (n_bank, n_gallery_bank), default=None
+            Precomputed mode only: ``s(b, h)``, the querybank's similarities to
+            the gallery bank, rows in ``X``'s order. An ``np.memmap`` is read block
+            by block.
+
+        Returns
+        -------
+        self : object
+            The fitted normaliser.
+        """
+        if querybank_to_gallery_bank is not None:
+            gallery_bank = GalleryBankInput(gallery_bank, querybank_to_gallery_bank)
+        return super().fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+
+    def fit_transform(self, X, y=None, *, gallery=None, gallery_bank=None,
+                      querybank_to_gallery_bank=None):
+        """Fit, then normalise the querybank's own similarity rows.
+
+        Parameters
+        ----------
+        X, y, gallery, gallery_bank, querybank_to_gallery_bank
+            As in :meth:`fit`.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_bank, n_gallery)
+            The normalised bank similarities to the gallery.
+        """
+        if querybank_to_gallery_bank is not None:
+            gallery_bank = GalleryBankInput(gallery_bank, querybank_to_gallery_bank)
+        return super().fit_transform(X, y, gallery=gallery, gallery_bank=gallery_bank)
+
+    def _learn(self, reducers):
+        # The iterations wait for the gallery bank (_learn_gallery_bank).
+        first = _checked(reducers[0].result(), self.tau, "gallery")
+        self._bank_passes = self._bank_passes._replace(first_soft_max=first)
+
+    def _learn_gallery_bank(self, gallery_bank):
+        passes = self._bank_passes
+        first = passes.first_soft_max
+        self.gallery_bank_log_scaling_, self.n_gallery_bank_ = None, 0
+        if gallery_bank is None:
+            self._fit_sinkhorn(passes.read, passes.probe.shape, first, stacklevel=8)
+            return
+        cross = gallery_bank.querybank_sims(passes.probe)
+        (column,) = reader(cross, self.working_memory, self.n_jobs)(
+            lambda: [ColumnLogSumExp(cross.shape[1], 1.0 / self.tau)]
+        )
+        first = np.concatenate([first, _checked(column.result(), self.tau, "gallery bank")])
+        targets = gallery_bank.targets(passes.probe)
+        read = reader(targets, self.working_memory, self.n_jobs)
+        self.gallery_bank_log_scaling_ = self._fit_sinkhorn(read, targets.shape, first, stacklevel=8)
+        self.n_gallery_bank_ = cross.shape[1]

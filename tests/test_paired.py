@@ -1,0 +1,278 @@
+"""Paired comparison: changes, bootstrap intervals against a plain loop, exact McNemar tests."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from skqbnorm.metrics import (
+    _paired,
+    correct_item_ranks,
+    mean_average_precision,
+    paired_comparison,
+    retrieval_metrics,
+)
+
+N_QUERIES, N_GALLERY = 40, 30
+METRICS = ("R@1", "R@5", "R@10", "MdR", "MnR", "mAP")
+
+
+def pair_of_rankings(seed, relevance=False):
+    """Two score matrices of the same queries, rounded so that many scores tie."""
+    rng = np.random.default_rng(seed)
+    if relevance:
+        gt = rng.random((N_QUERIES, N_GALLERY)) < 0.04
+        gt[np.arange(N_QUERIES), rng.integers(0, N_GALLERY, N_QUERIES)] = True
+        signal = gt.astype(float)
+    else:
+        gt = rng.integers(0, N_GALLERY, N_QUERIES)
+        signal = np.eye(N_GALLERY)[gt]
+    a = np.round(rng.normal(size=(N_QUERIES, N_GALLERY)) + signal, 1)
+    b = np.round(a + rng.normal(scale=0.7, size=a.shape) + 0.4 * signal, 1)
+    return a, b, gt
+
+
+def relevance_matrix(gt):
+    return gt if gt.ndim == 2 else np.eye(N_GALLERY, dtype=bool)[gt]
+
+
+def loop_metrics(scores, gt, ties):
+    """R@1/5/10, MdR, MnR by ``retrieval_metrics`` and mAP by ``mean_average_precision``."""
+    metrics = retrieval_metrics(scores, gt, ties=ties)
+    relevant = relevance_matrix(gt)
+    groups = np.repeat(np.arange(len(scores)), scores.shape[1])
+    metrics["mAP"] = mean_average_precision(scores.ravel(), relevant.ravel(), groups)
+    return np.array([metrics[name] for name in METRICS])
+
+
+def loop_bootstrap(a, b, gt, n_resamples, seed, ties):
+    """The documented draws, one resample at a time, each evaluated from the matrices."""
+    rng = np.random.default_rng(seed)
+    changes = []
+    for _ in range(n_resamples):
+        drawn = rng.integers(0, len(a), size=len(a))
+        changes.append(loop_metrics(b[drawn], gt[drawn], ties)
+                       - loop_metrics(a[drawn], gt[drawn], ties))
+    return np.array(changes)
+
+
+@pytest.mark.parametrize("relevance", [False, True], ids=["one correct", "several correct"])
+@pytest.mark.parametrize("ties", ["official", "pessimistic"])
+def test_intervals_equal_a_plain_loop_bootstrap(relevance, ties):
+    a, b, gt = pair_of_rankings(1, relevance)
+    result = paired_comparison(a, b, gt, ties=ties, n_resamples=300, confidence=0.9,
+                               random_state=7)
+    expected = loop_bootstrap(a, b, gt, 300, 7, ties)
+    assert result.metrics == METRICS
+    np.testing.assert_allclose(result.resampled_changes, expected, rtol=0, atol=1e-9)
+    low, high = np.percentile(expected, [5, 95], axis=0)
+    for name, lo, hi in zip(METRICS, low, high):
+        assert result.interval[name] == pytest.approx((lo, hi), abs=1e-9), name
+    assert np.ptp(expected, axis=0).min() > 0  # every metric's interval has a width to test
+    full = loop_metrics(b, gt, ties) - loop_metrics(a, gt, ties)
+    assert [result.change[name] for name in METRICS] == pytest.approx(full, abs=1e-12)
+
+
+def test_blocks_of_resamples_draw_what_one_block_draws(monkeypatch):
+    a, b, gt = pair_of_rankings(2)
+    whole = paired_comparison(a, b, gt, n_resamples=250, random_state=3)
+    monkeypatch.setattr(_paired, "RESAMPLE_BLOCK", 3 * N_QUERIES)  # blocks of 3 resamples
+    blocked = paired_comparison(a, b, gt, n_resamples=250, random_state=3)
+    np.testing.assert_array_equal(blocked.resampled_changes, whole.resampled_changes)
+
+
+@pytest.mark.parametrize("relevance", [False, True], ids=["one correct", "several correct"])
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_mcnemar_p_value_equals_binomtest_on_the_discordant_queries(relevance, k):
+    a, b, gt = pair_of_rankings(4, relevance)
+    hits_a = correct_item_ranks(a, gt) < k if k > 1 else correct_item_ranks(a, gt) == 0
+    hits_b = correct_item_ranks(b, gt) < k if k > 1 else correct_item_ranks(b, gt) == 0
+    a_only, b_only = np.sum(hits_a & ~hits_b), np.sum(hits_b & ~hits_a)
+    assert a_only + b_only > 0
+    tested = paired_comparison(a, b, gt, k=k, n_resamples=0).discordant[f"R@{k}"]
+    assert (tested.a_only, tested.b_only) == (a_only, b_only)
+    expected = binomtest(b_only, a_only + b_only, 0.5).pvalue
+    assert tested.p_value == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("a_only, b_only", [(0, 1), (0, 7), (3, 3), (2, 9), (30, 4), (17, 25)])
+def test_mcnemar_p_value_over_discordant_counts(a_only, b_only):
+    hits_a = np.repeat([True, False, True, False], [a_only, b_only, 5, 6])
+    hits_b = np.repeat([False, True, True, False], [a_only, b_only, 5, 6])
+    tested = _paired._mcnemar(hits_a, hits_b)
+    assert (tested.a_only, tested.b_only) == (a_only, b_only)
+    expected = binomtest(b_only, a_only + b_only, 0.5).pvalue
+    assert tested.p_value == pytest.approx(expected, rel=1e-12)
+
+
+def test_identical_rankings_change_nothing():
+    a, _, gt = pair_of_rankings(5, relevance=True)
+    result = paired_comparison(a, a.copy(), gt, n_resamples=200, random_state=0)
+    assert all(result.change[name] == 0 for name in METRICS)
+    assert all(result.interval[name] == (0.0, 0.0) for name in METRICS)
+    assert all(test == (0, 0, 1.0) for test in result.discordant.values())
+
+
+def test_a_hand_built_case():
+    a = [[3, 2, 1], [1, 3, 2], [1, 2, 3], [3, 2, 1]]
+    b = [[3, 2, 1], [3, 1, 2], [2, 3, 1], [1, 3, 2]]
+    gt = [0, 0, 0, 1]
+    # ranks of the correct items: a 0, 2, 2, 1; b 0, 0, 1, 0
+    result = paired_comparison(a, b, gt, k=(1, 2), n_resamples=0)
+    assert result.value_a == pytest.approx(
+        {"R@1": 25.0, "R@2": 50.0, "MdR": 2.5, "MnR": 2.25, "mAP": 13 / 24})
+    assert result.value_b == pytest.approx(
+        {"R@1": 75.0, "R@2": 100.0, "MdR": 1.0, "MnR": 1.25, "mAP": 21 / 24})
+    assert result.change == pytest.approx(
+        {"R@1": 50.0, "R@2": 50.0, "MdR": -1.5, "MnR": -1.0, "mAP": 1 / 3})
+    assert result.discordant == {"R@1": (0, 2, 0.5), "R@2": (0, 2, 0.5)}  # 2 * (1/2)^2
+    assert result.interval is None and result.resampled_changes.shape == (0, 5)
+
+
+def test_a_hand_built_resample():
+    """One resample of two queries drawn in a known order (seed 0 draws [1, 1])."""
+    drawn = np.random.default_rng(0).integers(0, 2, size=2)
+    assert drawn.tolist() == [1, 1]
+    a, b = [[2, 1], [1, 2]], [[2, 1], [2, 1]]  # query 1 moves from rank 1 to rank 0
+    result = paired_comparison(a, b, [0, 0], k=1, n_resamples=1, random_state=0)
+    # the resample holds query 1 twice: R@1 0 -> 100, MdR and MnR 2 -> 1, AP 1/2 -> 1
+    np.testing.assert_array_equal(result.resampled_changes, [[100.0, -1.0, -1.0, 0.5]])
+    assert result.change == {"R@1": 50.0, "MdR": -0.5, "MnR": -0.5, "mAP": 0.25}
+
+
+def test_tied_top_items_follow_ties_and_map_stays_pessimistic():
+    a = [[1.0, 1.0, 0.0]]  # the correct item 0 ties with item 1 at the top
+    b = [[1.0, 0.5, 0.0]]
+    official = paired_comparison(a, b, [0], k=1, n_resamples=0)
+    assert official.value_a == {"R@1": 0.0, "MdR": 1.5, "MnR": 1.5, "mAP": 0.5}
+    optimistic = paired_comparison(a, b, [0], k=1, n_resamples=0, ties="optimistic")
+    assert optimistic.value_a == {"R@1": 100.0, "MdR": 1.0, "MnR": 1.0, "mAP": 0.5}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_correct_item_equals_its_relevance_matrix(seed):
+    a, b, gt = pair_of_rankings(seed)
+    by_index = paired_comparison(a, b, gt, n_resamples=50, random_state=1)
+    by_matrix = paired_comparison(a, b, relevance_matrix(gt), n_resamples=50, random_state=1)
+    np.testing.assert_allclose(by_index.resampled_changes, by_matrix.resampled_changes,
+                               rtol=0, atol=1e-12)
+    assert by_index.value_a == pytest.approx(by_matrix.value_a, abs=1e-12)
+
+
+def test_several_correct_items_take_the_best_one_and_all_for_map():
+    a = [[0.9, 0.8, 0.1, 0.5]]
+    b = [[0.2, 0.8, 0.1, 0.9]]
+    gt = [[0, 1, 1, 0]]  # both rank the correct items 2nd and 4th
+    result = paired_comparison(a, b, gt, k=1, n_resamples=0)
+    assert result.value_a == pytest.approx({"R@1": 0.0, "MdR": 2.0, "MnR": 2.0,
+                                            "mAP": (1 / 2 + 2 / 4) / 2})
+    assert result.value_b == pytest.approx({"R@1": 0.0, "MdR": 2.0, "MnR": 2.0,
+                                            "mAP": (1 / 2 + 2 / 4) / 2})
+    b = [[0.2, 0.8, 0.7, 0.1]]  # now 1st and 2nd
+    result = paired_comparison(a, b, gt, k=1, n_resamples=0)
+    assert result.value_b == pytest.approx({"R@1": 100.0, "MdR": 1.0, "MnR": 1.0, "mAP": 1.0})
+    assert result.discordant["R@1"] == (0, 1, 1.0)
+
+
+def test_same_seed_same_result_and_generators_advance():
+    a, b, gt = pair_of_rankings(6)
+    first = paired_comparison(a, b, gt, n_resamples=100, random_state=11)
+    again = paired_comparison(a, b, gt, n_resamples=100, random_state=11)
+    np.testing.assert_array_equal(first.resampled_changes, again.resampled_changes)
+    rng = np.random.default_rng(11)
+    assert np.array_equal(paired_comparison(a, b, gt, n_resamples=100, random_state=rng)
+                          .resampled_changes, first.resampled_changes)
+    other = paired_comparison(a, b, gt, n_resamples=100, random_state=rng)
+    assert not np.array_equal(other.resampled_changes, first.resampled_changes)
+
+
+def test_inputs_are_not_modified_and_float32_works():
+    a, b, gt = pair_of_rankings(7)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    copies = a32.copy(), b32.copy(), gt.copy()
+    result = paired_comparison(a32, b32, gt, n_resamples=20, random_state=0)
+    for array, copy in zip((a32, b32, gt), copies):
+        np.testing.assert_array_equal(array, copy)
+    assert result.value_a["MnR"] == pytest.approx(retrieval_metrics(a32, gt)["MnR"])
+
+
+def test_plain_rows_and_dict_for_csv_and_json():
+    a, b, gt = pair_of_rankings(8)
+    result = paired_comparison(a, b, gt, n_resamples=50, random_state=0)
+    rows = result.to_rows()
+    assert [row["metric"] for row in rows] == list(METRICS)
+    assert rows[0]["change"] == result.change["R@1"]
+    assert (rows[0]["low"], rows[0]["high"]) == result.interval["R@1"]
+    assert rows[0]["p_value"] == result.discordant["R@1"].p_value
+    assert rows[3]["a_only"] is None and rows[3]["p_value"] is None  # MdR has no test
+    parsed = json.loads(json.dumps(result.to_dict()))
+    assert parsed["n_queries"] == N_QUERIES and parsed["metrics"] == rows
+    text = repr(result)
+    assert text.startswith(f"Change b - a over {N_QUERIES} queries; 95% percentile")
+    assert len(text.splitlines()) == 2 + len(METRICS)
+    unresampled = paired_comparison(a, b, gt, n_resamples=0).to_rows()
+    assert all(row["low"] is None and row["high"] is None for row in unresampled)
+
+
+@pytest.mark.parametrize("change, error, message", [
+    ({"scores_b": np.zeros((N_QUERIES, N_GALLERY - 1))}, ValueError,
+     (r"scores_a and scores_b must score the same queries and gallery \(one shape\); got "
+      r"scores_a of shape \(40, 30\) and scores_b of shape \(40, 29\)")),
+    ({"scores_a": np.zeros(N_GALLERY)}, ValueError,
+     r"scores_a must be a non-empty 2-D array .* got shape \(30,\)"),
+    ({"scores_b": np.where(np.eye(N_QUERIES, N_GALLERY, 3) > 0, np.nan, 0.0)}, ValueError,
+     r"scores_b contains NaN or infinity: the similarity of scores_b row 0 to gallery item 3"),
+    ({"scores_a": np.full((N_QUERIES, N_GALLERY), "x")}, TypeError, "scores_a must hold real"),
+    ({"n_resamples": -1}, ValueError, "n_resamples must be >= 0; got n_resamples=-1"),
+    ({"n_resamples": 2.0}, TypeError, "n_resamples must be an integer"),
+    ({"confidence": 1.0}, ValueError, r"confidence must be in \(0, 1\); got confidence=1.0"),
+    ({"confidence": 0}, ValueError, r"confidence must be in \(0, 1\)"),
+    ({"confidence": np.nan}, ValueError, "confidence must be finite"),
+    ({"k": (1, 5, 1)}, ValueError, r"k must not repeat a cut-off; got k=\(1, 5, 1\)"),
+    ({"k": 0}, ValueError, "k must be >= 1; got k=0"),
+    ({"k": ()}, ValueError, "k must name at least one cut-off"),
+    ({"k": 1.5}, TypeError, "k must be an int or a sequence of ints"),
+    ({"ties": "fair"}, ValueError, "ties must be one of"),
+    ({"random_state": "seed"}, TypeError, "random_state must be None, an int"),
+    ({"gt": np.zeros(N_QUERIES + 1, dtype=int)}, ValueError,
+     r"gt must hold one gallery index per query \(shape \(40,\)\)"),
+])
+def test_bad_arguments_name_the_parameter(change, error, message):
+    a, b, gt = pair_of_rankings(9)
+    arguments = {"scores_a": a, "scores_b": b, "gt": gt, "n_resamples": 10} | change
+    with pytest.raises(error, match=message):
+        paired_comparison(arguments.pop("scores_a"), arguments.pop("scores_b"),
+                          arguments.pop("gt"), **arguments)
+
+
+def test_plot_changes_draws_dots_and_whiskers_around_a_zero_line():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from skqbnorm.plotting import plot_changes
+
+    a, b, gt = pair_of_rankings(10)
+    comparison = paired_comparison(a, b, gt, n_resamples=100, random_state=0)
+    changes = {"in-domain": {"IS": comparison, "DIS": (1.0, -0.5, 2.5)},
+               "far-domain": {"IS": (-1.0, -2.0, 0.5), "DIS": (0.25, None, None)}}
+    fig, ax = plt.subplots()
+    try:
+        assert plot_changes(changes, "MnR", ax=ax) is ax
+        assert not ax.patches  # no bars
+        assert [label.get_text() for label in ax.get_yticklabels()] == ["IS", "DIS"]
+        zero = [line for line in ax.lines if list(line.get_xdata()) == [0, 0]]
+        assert len(zero) == 1
+        near, far = ax.containers
+        assert (near.get_label(), far.get_label()) == ("in-domain", "far-domain")
+        np.testing.assert_allclose(np.asarray(near.lines[0].get_xdata(), float), [comparison.change["MnR"], 1.0])
+        np.testing.assert_allclose(np.asarray(near.lines[0].get_ydata(), float), [-0.15, 0.85])
+        np.testing.assert_allclose(np.asarray(far.lines[0].get_ydata(), float), [0.15, 1.15])
+        segments = near.lines[2][0].get_segments()
+        np.testing.assert_allclose([segments[0][:, 0], segments[1][:, 0]],
+                                   [comparison.interval["MnR"], (-0.5, 2.5)])
+        no_interval = far.lines[2][0].get_segments()[1][:, 0]
+        np.testing.assert_allclose(no_interval, [0.25, 0.25])
+    finally:
+        plt.close(fig)

@@ -1,0 +1,63 @@
+"""QueryBankGate: the wrapped normaliser when the bank suits the queries, raw otherwise."""
+
+import numpy as np
+import pytest
+
+from skqbnorm import DynamicInvertedSoftmax, NearestNeighborNormalization, QueryBankGate
+from skqbnorm.datasets import load_wordnet_revdict
+from skqbnorm.metrics import QueryBankWarning, querybank_diagnostics
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_wordnet_revdict()
+
+
+@pytest.mark.parametrize("template", [DynamicInvertedSoftmax(), NearestNeighborNormalization()])
+def test_open_on_the_in_domain_bank_equals_the_normaliser(data, template):
+    gallery = data.gallery_embeddings
+    query_sims = data.query_embeddings @ gallery.T
+    gate = QueryBankGate(template).fit(data.bank_embeddings, queries=data.query_embeddings,
+                                       gallery=gallery)
+    assert gate.open_ and not gate.diagnostics_.warnings
+    expected = template.fit(data.bank_embeddings, gallery=gallery).transform(query_sims)
+    np.testing.assert_array_equal(gate.transform(query_sims), expected)
+
+
+def test_closed_on_the_far_domain_bank_returns_a_copy_of_the_input(data):
+    query_sims = data.query_embeddings @ data.gallery_embeddings.T
+    bank_sims = data.far_bank_embeddings @ data.gallery_embeddings.T
+    with pytest.warns(QueryBankWarning, match="looks out of domain"):
+        gate = QueryBankGate().fit(bank_sims, queries=query_sims)
+    assert not gate.open_
+    assert gate.diagnostics_ == querybank_diagnostics(bank_sims, query_sims, warn=False)
+    scores = gate.transform(query_sims)
+    assert scores.dtype == np.float32 and scores is not query_sims
+    np.testing.assert_array_equal(scores, query_sims)
+    scores[0, 0] = 5.0
+    assert query_sims[0, 0] != 5.0
+
+
+def test_open_on_the_adversarial_bank(data):
+    # Its queries find few bank queries near them (a warning), but its top-1
+    # similarities are distributed as the queries' are: the gate stays open.
+    gallery = data.gallery_embeddings
+    top1 = (data.bank_embeddings @ gallery.T).argmax(axis=1)
+    popularity = np.bincount(top1, minlength=len(gallery))
+    bank = data.bank_embeddings[np.argsort(-popularity[top1], kind="stable")[:1000]]
+    with pytest.warns(QueryBankWarning):
+        gate = QueryBankGate().fit(bank, queries=data.query_embeddings, gallery=gallery)
+    assert gate.open_ and gate.diagnostics_.out_of_domain and not gate.diagnostics_.top1_gap
+
+
+def test_bad_input():
+    bank = np.random.default_rng(0).random((6, 4))
+    with pytest.raises(ValueError, match="queries"):
+        QueryBankGate().fit(bank)
+    with pytest.raises(ValueError, match=r"queries have shape \(2, 5\)"):
+        QueryBankGate().fit(bank, queries=np.ones((2, 5)))
+    with pytest.warns(QueryBankWarning):  # queries far above every bank top-1
+        closed = QueryBankGate().fit(bank, queries=bank + 10)
+    assert not closed.open_
+    with pytest.raises(ValueError, match="expecting 4 features"):
+        closed.transform(np.ones((2, 5)))
