@@ -40,23 +40,22 @@ from sklearn.base import clone
 from skqbnorm import (
     CSLS,
     Centering,
+    DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankGate,
+    QueryBankZNorm,
     SinkhornNormalisation,
 )
 from skqbnorm.metrics import correct_item_ranks, recall_at_k
 
 from build_wordnet_revdict import sentence_encoder, shuffled_texts
-
-try:
-    from skqbnorm import MutualProximity, NearestNeighborNormalization, QueryBankZNorm
-except ImportError:  # not exported yet
-    from skqbnorm.normalisers._mutual_proximity import MutualProximity, QueryBankZNorm
-    from skqbnorm.normalisers._nnn import NearestNeighborNormalization
 
 # Every normaliser of the study, with the package's defaults: edit here to change the
 # list or a setting. A normaliser with ``_uses_gallery_bank`` is fitted with the split's
@@ -75,7 +74,10 @@ NORMALISERS = {
     "DBNorm": DualInvertedSoftmax(),
     "DBNorm (dynamic)": DualDynamicInvertedSoftmax(),
     "SN": SinkhornNormalisation(),
+    "DBSN": DualBankSinkhornNormalisation(),
     "DSL": DualSoftmax(),
+    "gated DIS": QueryBankGate(DynamicInvertedSoftmax()),
+    "gated NNN": QueryBankGate(NearestNeighborNormalization()),
 }
 # Normalisers fitted on another matrix than the querybank's, so the same under both banks:
 # the test matrix itself (transductive), or the gallery bank alone (DBNorm's second factor
@@ -123,14 +125,23 @@ def r1(scores, truth):
     return recall_at_k(correct_item_ranks(scores, truth), k=1)
 
 
-def fitted(template, bank_sims, gallery_bank_sims, caught):
+def fitted(template, bank_sims, inputs, caught):
     """A fresh copy of ``template`` fitted on the bank; its warnings go to ``caught``.
 
-    A Sinkhorn fit's marginal error goes there too, as a float.
+    ``inputs`` holds what some normalisers take beside the bank: the gallery bank's
+    similarities to the gallery (DBNorm), the bank's to the gallery bank (DBSN), and
+    the query similarities (QueryBankGate). A Sinkhorn fit's marginal error goes to
+    ``caught`` too, as a float.
     """
     normaliser = clone(template)
-    extra = {"gallery_bank": gallery_bank_sims} if getattr(
-        normaliser, "_uses_gallery_bank", False) else {}
+    if isinstance(normaliser, QueryBankGate):
+        extra = {"queries": inputs["queries"]}
+    elif isinstance(normaliser, DualBankSinkhornNormalisation):
+        extra = {"querybank_to_gallery_bank": inputs["querybank_to_gallery_bank"]}
+    elif getattr(normaliser, "_uses_gallery_bank", False):
+        extra = {"gallery_bank": inputs["gallery_bank"]}
+    else:
+        extra = {}
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         normaliser.fit(bank_sims, **extra)
@@ -147,12 +158,15 @@ def r1_changes(pools, test, bank, far, n_gallery_bank, caught):
     truth = np.arange(len(test))
     raw = r1(query_sims, truth)
     banks = {"in-domain": pools["glosses"][bank], "far-domain": pools["messages"][far]}
-    gallery_bank_sims = pools["words"][bank[:n_gallery_bank]].astype(np.float32) @ gallery.T
+    gallery_bank = pools["words"][bank[:n_gallery_bank]].astype(np.float32)
+    gallery_bank_sims = gallery_bank @ gallery.T
     changes = {}
     for bank_name, bank_embeddings in banks.items():
         bank_sims = bank_embeddings.astype(np.float32) @ gallery.T
+        inputs = {"gallery_bank": gallery_bank_sims, "queries": query_sims,
+                  "querybank_to_gallery_bank": bank_embeddings.astype(np.float32) @ gallery_bank.T}
         for name, template in NORMALISERS.items():
-            normaliser = fitted(template, bank_sims, gallery_bank_sims,
+            normaliser = fitted(template, bank_sims, inputs,
                                 caught.setdefault((bank_name, name), []))
             changes[bank_name, name] = r1(normaliser.transform(query_sims), truth) - raw
     fit_on = {"test queries": query_sims, "gallery bank": gallery_bank_sims}
