@@ -100,16 +100,27 @@ def fit_from_embeddings(size, rng, repeat):
         f"NNN, k={k}": NearestNeighborNormalization(k=k, alpha=0.5, metric="dot"),
         f"CSLS, k={k}, n_jobs=-1": CSLS(k=k, metric="dot", n_jobs=-1),
     }
-    functions = {"product": partial(np.matmul, bank, gallery.T)}
+    functions = {"product": partial(np.matmul, bank, gallery.T),
+                 "blocked product": partial(blocked_product, bank, gallery)}
     functions |= {name: partial(est.fit, bank, gallery=gallery) for name, est in fits.items()}
     times = interleaved_best_times(functions, repeat)
-    product = times.pop("product")
-    return [
-        (f"b. {name} fit from embeddings, M={len(bank)}, N={len(gallery)}", seconds,
-         "bank @ gallery.T (BLAS)", product, seconds / product, "<= 1.3x",
-         seconds / product <= 1.3, "d=512, interleaved")
-        for name, seconds in times.items()
-    ]
+    product, blocked = times.pop("product"), times.pop("blocked product")
+    rows = [("b. the same product in blocks of 2,048 bank rows", blocked,
+             "bank @ gallery.T (BLAS)", product, blocked / product, "(the floor of a fit)", None,
+             "one reused buffer")]
+    for name, seconds in times.items():
+        rows.append((f"b. {name} fit from embeddings, M={len(bank)}, N={len(gallery)}", seconds,
+                     "bank @ gallery.T (BLAS)", product, seconds / product, "<= 1.3x",
+                     seconds / product <= 1.3, f"{seconds / blocked:.2f}x the blocked product"))
+    return rows
+
+
+def blocked_product(bank, gallery, rows=2048):
+    """``bank @ gallery.T`` a block of bank rows at a time, into one buffer (no M x N matrix)."""
+    out = np.empty((rows, len(gallery)), dtype=np.result_type(bank, gallery))
+    for start in range(0, len(bank), rows):
+        block = bank[start : start + rows]
+        np.matmul(block, gallery.T, out=out[: len(block)])
 
 
 def transform_against_subtract(size, rng, repeat):
@@ -158,10 +169,15 @@ def gc_and_top_k(size, rng, repeat):
     """e. GC against IS, top-k against one matrix product + argpartition."""
     bank = similarity_matrix(size(2_000), size(20_000), rng)
     queries = similarity_matrix(size(1_000), size(20_000), rng)
-    is_time = best_time(partial(InvertedSoftmax().fit(bank).transform, queries), repeat)
-    gc_time = best_time(partial(GloballyCorrected().fit(bank).transform, queries), repeat)
-    rows = [(f"e. GC transform, bank {bank.shape}, {len(queries)} queries", gc_time, "IS transform",
-             is_time, gc_time / is_time, "<= 20x", gc_time / is_time <= 20, "")]
+    inverted, corrected = InvertedSoftmax().fit(bank), GloballyCorrected().fit(bank)
+    corrected.transform(queries[:1])  # GC builds its lookup table on its first transform
+    times = interleaved_best_times(
+        {"IS": partial(inverted.transform, queries), "GC": partial(corrected.transform, queries)},
+        repeat,
+    )
+    rows = [(f"e. GC transform, bank {bank.shape}, {len(queries)} queries", times["GC"],
+             "IS transform", times["IS"], times["GC"] / times["IS"], "<= 20x",
+             times["GC"] / times["IS"] <= 20, "interleaved; table built before")]
     bank = rng.standard_normal((size(10_000), 512), dtype=np.float32)
     gallery = rng.standard_normal((size(20_000), 512), dtype=np.float32)
     queries = rng.standard_normal((size(5_000), 512), dtype=np.float32)

@@ -2,7 +2,14 @@
 
 Globally-corrected retrieval and the empiric mutual proximity score a similarity by
 its rank among the bank's similarities to the same gallery item, so their fit keeps
-every column sorted (O(M N) memory) and their transform counts by bisection.
+every column sorted (O(M N) memory) and their transform counts in it.
+
+Counting is a table look-up and a short bisection (:class:`ColumnRanks`): each column
+is cut into buckets on a uniform value grid, an arithmetic function of the value, and
+a table gives where each bucket's entries end. A value's count is then known to lie in
+a window of a few entries, which a branchless bisection searches exactly. Every
+count is exact (an integer): the bucket function is monotone and is applied, in the
+same arithmetic, to the column's entries and to the values searched.
 """
 
 import numpy as np
@@ -21,8 +28,8 @@ class SortedColumns:
         self.blocks.extend(other.blocks)
 
     def result(self):
-        # Column-major, so that each column's sorted values lie together in memory:
-        # count_greater then searches one column's values at a time, within cache.
+        # Column-major, so that each column's sorted values lie together in memory,
+        # and count_greater searches within one column's values at a time.
         n_rows = sum(len(block) for block in self.blocks)
         values = np.empty((n_rows, self.blocks[0].shape[1]), dtype=self.blocks[0].dtype, order="F")
         np.concatenate(self.blocks, out=values)
@@ -49,55 +56,201 @@ class SortedRows:
         return self.sorted
 
 
-def count_greater(sorted_columns, values, tile_size=1 << 16):
-    """``#{i : sorted_columns[i, j] > values[q, j]}`` for every q and j.
+class ColumnRanks:
+    """Sorted columns, and per column a table of buckets for counting in it.
 
-    A branchless bisection run on many searches at once: every column has the same
-    length, so each of the ceil(log2(M)) + 1 steps moves every search by the same
-    offset, in five in-place passes. The searches run column by column (on transposed
-    arrays), in tiles of about ``tile_size`` searches, so that the work arrays and the
-    values that one column's searches read stay in cache.
+    Bucket ``b`` of column ``j`` holds the entries ``x`` with ``bucket(x) = b``,
+    where ``bucket(v) = floor(clip(v * scale_j + shift_j, 0, n_buckets - 1))`` in
+    the columns' float dtype, a non-decreasing function of ``v``: an entry in a
+    lower bucket than ``v`` is below ``v``, one in a higher bucket above it. So
+    ``#{i : x_i <= v}`` lies between the start and the end of ``v``'s bucket, and
+    the table keeps, per bucket, the first entry of a window of ``window`` entries
+    that ends where the bucket ends. A bucket of more entries than the window (ties,
+    a skewed column) is marked, and its values are searched over the whole column.
+
+    The grid spans each column from its ``1/200`` quantile to its ``199/200``
+    quantile (an outlier does not stretch it), in one bucket per two entries: the
+    table holds ``n_rows / 2`` unsigned 16-bit integers per column (a quarter of
+    the memory of float32 columns) for up to 65,534 rows, 32-bit beyond. It is built
+    at the first count, so that a fit costs only the sort.
+
+    Counts are written tile by tile (about ``tile_size`` values, whole columns), the
+    values of a column together, so that the work arrays stay in cache and the
+    columns are read in order; the only arrays of the values' size are the counts.
+
+    Parameters
+    ----------
+    sorted_columns : ndarray of shape (n_rows, n_columns)
+        Every column sorted ascending. Column-major avoids a copy. Counts are exact
+        for finite columns; a NaN or an infinity (a query's own row, which
+        transform then refuses) gives some count without failing.
+    tile_size : int, default=65536
+        About how many values are searched at once (at least one column's).
     """
-    columns_first = np.ascontiguousarray(sorted_columns.T)  # no copy when column-major
-    targets = np.ascontiguousarray(values.T)
-    counts = np.empty(targets.shape, dtype=np.intp)
-    width = max(1, tile_size // max(targets.shape[1], 1))
-    for first in range(0, targets.shape[0], width):
-        tile = slice(first, first + width)
-        counts[tile] = _count_greater_tile(columns_first[tile], targets[tile])
-    return counts.T
+
+    window = 16
+    buckets_per_row = 0.5
+
+    def __init__(self, sorted_columns, tile_size=1 << 16):
+        self.sorted = np.asfortranarray(sorted_columns)
+        self.tile_size = tile_size
+        n_rows, n_columns = self.sorted.shape
+        self.window = min(self.window, n_rows)
+        self.n_buckets = max(1, int(n_rows * self.buckets_per_row))
+        table_dtype = np.uint16 if n_rows < np.iinfo(np.uint16).max else np.uint32
+        self.overfull = table_dtype(np.iinfo(table_dtype).max)  # marks a bucket over the window
+        self.column_start = np.arange(n_columns) * n_rows
+        self._set_grid()
+        self._table = None
+
+    @property
+    def table(self):
+        """Built at the first count, so that fitting costs only the sort."""
+        if self._table is None:
+            self._table = self._build_table()
+        return self._table
+
+    def __getstate__(self):
+        return {**self.__dict__, "_table": None}  # a pickle need not carry the table
+
+    def _set_grid(self):
+        """Per column, the scale and shift that map its central values onto the buckets."""
+        dtype = np.result_type(self.sorted.dtype, np.float32)
+        trim = self.sorted.shape[0] // 200
+        low = self.sorted[trim].astype(dtype)
+        high = self.sorted[-1 - trim].astype(dtype)
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+            # Halves: the spread of finite columns stays finite.
+            scale = dtype.type(self.n_buckets * 0.5) / (high * 0.5 - low * 0.5)
+            # Any positive finite scale gives a monotone bucket function: a constant
+            # or too narrow a column takes 1, its entries in a bucket or two.
+            scale[~(np.isfinite(scale) & (scale > 0) & np.isfinite(low * scale))] = 1.0
+            shift = -(low * scale)
+            shift[~np.isfinite(shift)] = 0.0  # a column with an infinity (a query's row)
+            self.scale, self.shift = scale, shift
+        self.bucket_start = np.arange(self.sorted.shape[1]) * self.n_buckets
+
+    def _build_table(self):
+        n_rows, n_columns = self.sorted.shape
+        table = np.empty(n_columns * self.n_buckets, dtype=self.overfull.dtype)
+        width = max(1, (1 << 20) // n_rows)
+        for first in range(0, n_columns, width):
+            columns = slice(first, min(first + width, n_columns))
+            buckets = self._buckets(self.sorted[:, columns].T, columns)
+            # A NaN (in a query's row, to be refused) stays in its column's buckets.
+            np.maximum(buckets, self.bucket_start[columns, None], out=buckets)
+            buckets -= self.bucket_start[first]
+            n_buckets = (columns.stop - first) * self.n_buckets
+            ends = np.bincount(buckets.ravel(), minlength=n_buckets).reshape(-1, self.n_buckets)
+            np.cumsum(ends, axis=1, out=ends)
+            sizes = np.diff(ends, axis=1, prepend=0)
+            window_start = np.maximum(ends - self.window, 0)
+            window_start[sizes > self.window] = self.overfull
+            table[first * self.n_buckets : columns.stop * self.n_buckets] = window_start.ravel()
+        return table
+
+    def _buckets(self, values, columns):
+        """Table index of the bucket of every ``values[j, q]`` in column ``columns[j]``."""
+        with np.errstate(over="ignore", invalid="ignore"):  # clipped; a NaN gets some bucket
+            # Values of another dtype are first rounded to the columns': monotone too.
+            key = np.multiply(values, self.scale[columns, None], dtype=self.scale.dtype)
+            key += self.shift[columns, None]
+            np.clip(key, 0, self.n_buckets - 1, out=key)
+            index = np.empty(key.shape, dtype=np.intp)
+            np.copyto(index, key, casting="unsafe")  # truncation: the floor of a key >= 0
+        index += self.bucket_start[columns, None]
+        return index
+
+    def count_greater(self, values, columns=slice(None), out=None):
+        """``#{i : sorted[i, c] > values[q, j]}``, c the j-th column of ``columns``.
+
+        Written into ``out`` (any real dtype; an intp array by default) and returned.
+        """
+        out = np.empty(np.shape(values), dtype=np.intp) if out is None else out
+        self._count(values, columns, (np.less_equal,), (out,))
+        return out
+
+    def count_below_midpoint(self, values, columns=slice(None)):
+        """``#{i : sorted[i, c] < v} + #{i : sorted[i, c] == v} / 2``, v = values[q, j].
+
+        Both counts come from one search: the bucket of ``v`` bounds them both.
+        """
+        above = np.empty(np.shape(values), dtype=np.float64)
+        at_least = np.empty_like(above)
+        self._count(values, columns, (np.less_equal, np.less), (above, at_least))
+        above += at_least
+        above *= -0.5
+        above += self.sorted.shape[0]
+        return above
+
+    def _count(self, values, columns, compares, outs):
+        """Per compare ``c``, ``#{i : not c(sorted[i, col], v)}`` into ``outs``, tile by tile."""
+        values = np.asarray(values)
+        first = columns.start or 0
+        width = max(1, self.tile_size // max(values.shape[0], 1))
+        for start in range(0, values.shape[1], width):
+            tile = slice(start, min(start + width, values.shape[1]))
+            self._count_tile(
+                np.ascontiguousarray(values[:, tile].T),  # a column's values together
+                slice(first + tile.start, first + tile.stop),
+                compares,
+                [out[:, tile].T for out in outs],
+            )
+
+    def _count_tile(self, targets, columns, compares, outs):
+        window_start = self.table.take(self._buckets(targets, columns), mode="clip")
+        starts = window_start.astype(np.intp)
+        starts += self.column_start[columns, None]
+        column_end = self.column_start[columns, None] + self.sorted.shape[0]
+        flat = self.sorted.ravel(order="F")  # a view
+        for number, (compare, out) in enumerate(zip(compares, outs)):
+            last = number == len(compares) - 1
+            position = bisect(flat, starts if last else starts.copy(), targets, self.window, compare)
+            np.subtract(column_end, position, out=out, casting="unsafe")
+        if window_start.max(initial=0) == self.overfull:
+            self._count_overfull(targets, columns, window_start, compares, outs)
+
+    def _count_overfull(self, targets, columns, window_start, compares, outs):
+        """Redo, over the whole column, the values whose bucket is larger than the window."""
+        column, query = np.nonzero(window_start == self.overfull)
+        values = targets[column, query]
+        column_start = self.column_start[columns][column]
+        for compare, out in zip(compares, outs):
+            position = bisect(
+                self.sorted.ravel(order="F"), column_start.copy(), values, self.sorted.shape[0], compare
+            )
+            out[column, query] = column_start + self.sorted.shape[0] - position
 
 
-def _count_greater_tile(columns_first, targets):
-    n_columns, n_rows = columns_first.shape
-    flat = columns_first.ravel()
-    # position[j, q] is the flat index of the largest entry known to be <= targets[j, q]
-    # (or of the column's first entry): the search narrows [position, position + span).
-    position = np.repeat(np.arange(n_columns) * n_rows, targets.shape[1]).reshape(targets.shape)
-    probe, step = np.empty_like(position), np.empty_like(position)
-    probed = np.empty(targets.shape, dtype=flat.dtype)
-    not_greater = np.empty(targets.shape, dtype=bool)
-    span = n_rows
+def bisect(flat, position, values, span, compare):
+    """Branchless bisection: ``position + #{k < span : compare(flat[position + k], v)}``.
+
+    For every search, ``compare`` must hold on a prefix of ``flat[position:position +
+    span]`` (true for ``<=`` or ``<`` on sorted values). Every search takes the same
+    ceil(log2(span)) + 1 steps, in a few whole-array passes each; ``position`` is
+    updated in place and returned.
+    """
+    probed = np.empty(position.shape, dtype=flat.dtype)
+    hit = np.empty(position.shape, dtype=bool)
+    step = np.empty_like(position)
     while span > 1:
         half = span // 2
-        np.add(position, half, out=probe)
-        np.take(flat, probe, out=probed, mode="clip")  # "clip" writes straight to out
-        np.less_equal(probed, targets, out=not_greater)
-        np.multiply(not_greater, half, out=step)
+        flat[half:].take(position, out=probed, mode="clip")  # flat[position + half]
+        compare(probed, values, out=hit)
+        np.multiply(hit, half, out=step)
         position += step
         span -= half
-    np.take(flat, position, out=probed, mode="clip")
-    np.less_equal(probed, targets, out=not_greater)
-    return n_rows - (position % n_rows + not_greater)
+    flat.take(position, out=probed, mode="clip")  # "clip" writes straight to out
+    compare(probed, values, out=hit)
+    position += hit
+    return position
+
+
+def count_greater(sorted_columns, values, tile_size=1 << 16):
+    """``#{i : sorted_columns[i, j] > values[q, j]}`` for every q and j."""
+    return ColumnRanks(sorted_columns, tile_size).count_greater(values)
 
 
 def count_below_midpoint(sorted_columns, values):
-    """``#{i : sorted_columns[i, j] < v} + #{i : sorted_columns[i, j] == v} / 2``, v = values[q, j].
-
-    Two bisections (``count_greater``): the entries above v, and those above the
-    float just below v in the common dtype, that is, at least v.
-    """
-    values = values.astype(np.result_type(sorted_columns.dtype, values.dtype), copy=False)
-    above = count_greater(sorted_columns, values)
-    at_least = count_greater(sorted_columns, np.nextafter(values, -np.inf))
-    return sorted_columns.shape[0] - (above + at_least) * 0.5
+    """``#{i : sorted_columns[i, j] < v} + #{i : sorted_columns[i, j] == v} / 2``, v = values[q, j]."""
+    return ColumnRanks(sorted_columns).count_below_midpoint(values)

@@ -82,6 +82,10 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         "n_jobs": [NotBool(Integral, None, None, closed="neither"), None],
     }
 
+    #: Blocks of query rows that transform's ``working_memory`` must hold at once (its
+    #: input, scores and temporaries): fewer for methods whose lookups gain from tall blocks.
+    _transform_buffers = 16
+
     def __init__(self, *, metric="cosine", working_memory=None, n_jobs=None):
         self.metric = metric
         self.working_memory = working_memory
@@ -251,7 +255,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         sims = self._check_query_sims(X)
         dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
         out = np.empty(sims.shape, dtype=dtype)
-        step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, 16)
+        step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, self._transform_buffers)
         batches = list(gen_batches(sims.shape[0], step))
 
         def block(rows):

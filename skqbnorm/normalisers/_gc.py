@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._ranks import SortedColumns, count_greater
+from .._ranks import ColumnRanks, SortedColumns
 from ._base import QueryBankNormaliser
 
 
@@ -16,8 +16,11 @@ class GloballyCorrected(QueryBankNormaliser):
     scaled, so that higher is better and the ranking is exactly that order.
 
     Fit keeps every gallery column of the probe matrix sorted (O(M N) memory, the
-    one normaliser whose state grows with the bank); transform binary-searches them,
-    O(N log M) per query.
+    one normaliser whose state grows with the bank). The first transform adds a
+    table of value buckets per column (``M / 2`` 16-bit entries, a quarter of the
+    float32 columns' memory), so that each rank is a table look-up and a bisection
+    of a few entries, exact: O(N) per query, O(N log M) at worst (long runs of
+    tied bank similarities).
 
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
@@ -65,11 +68,17 @@ class GloballyCorrected(QueryBankNormaliser):
     array([[-1.5, -1. ]])
     """
 
+    # Tall blocks: each block's lookups into the sorted bank then reuse what is in
+    # cache (34x the IS transform against 70x with the default 16 buffers). A block of
+    # X takes all of working_memory, its ranks and scores as much again.
+    _transform_buffers = 1
+
     def _reducers(self, n_bank, n_gallery, dtype):
         return [SortedColumns()]
 
     def _learn(self, reducers):
         self.sorted_bank_ = reducers[0].result()
+        self._bank_ranks = ColumnRanks(self.sorted_bank_)
 
     def _row_state(self, sims, columns, state=None):
         """Each row's smallest and largest similarity so far."""
@@ -79,8 +88,7 @@ class GloballyCorrected(QueryBankNormaliser):
         return np.minimum(low, state[0]), np.maximum(high, state[1])
 
     def _score(self, sims, columns, row_state, out):
-        sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
-        ranks = count_greater(sorted_bank, sims)
+        ranks = self._bank_ranks.count_greater(sims, columns, out=np.empty_like(out))
         low, high = self._row_state(sims, columns) if row_state is None else row_state
         # Halves (exact) keep (s - low) and the spread finite for finite similarities
         # of any range; a constant row has no tie to break (divide by inf).
@@ -89,4 +97,4 @@ class GloballyCorrected(QueryBankNormaliser):
         out -= low * 0.5
         out /= np.where(half_spread > 0, half_spread, np.inf)
         out *= 0.5
-        out -= ranks.astype(sims.dtype)
+        out -= ranks

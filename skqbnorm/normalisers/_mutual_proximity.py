@@ -4,7 +4,7 @@ import numpy as np
 from scipy.special import log_ndtr
 from sklearn.utils._param_validation import StrOptions
 
-from .._ranks import SortedColumns, SortedRows, count_below_midpoint
+from .._ranks import ColumnRanks, SortedColumns, SortedRows
 from .._stats import ColumnMoments, RowMoments
 from ._base import QueryBankNormaliser
 
@@ -136,11 +136,13 @@ class MutualProximity(QueryBankNormaliser):
         P_q(s) = (#{j : s(q, j) < s} + #{j : s(q, j) = s} / 2) / N
 
     The empiric method keeps every gallery column of the probe matrix sorted, as
-    :class:`GloballyCorrected` does (O(M N) memory), and binary-searches it and the
-    sorted row: O(N log(M N)) per query. Its :meth:`top_k` holds each query's
-    sorted row (O(N) per query, for blocks of up to 1,024 queries); the Gaussian
-    method needs O(1) per query (the row's moments, streamed over a fixed tree of
-    columns, so that ``top_k`` and ``transform`` agree exactly).
+    :class:`GloballyCorrected` does (O(M N) memory, and its table of value buckets
+    from the first transform), and counts in it and in the sorted row by a table
+    look-up and a short bisection: O(N log N) per query, for sorting the row. Its
+    :meth:`top_k` holds each query's sorted row (O(N) per query, for blocks of up
+    to 1,024 queries); the Gaussian method needs O(1) per query (the row's moments,
+    streamed over a fixed tree of columns, so that ``top_k`` and ``transform``
+    agree exactly).
 
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
@@ -224,6 +226,7 @@ class MutualProximity(QueryBankNormaliser):
             learn_bank_moments(self, reducers[0])
         else:
             self.sorted_bank_ = reducers[0].result()
+            self._bank_ranks = ColumnRanks(self.sorted_bank_)
 
     def _row_state(self, sims, columns, state=None):
         """The row's moments (Gaussian) or its sorted values (empiric), chunk by chunk."""
@@ -246,14 +249,13 @@ class MutualProximity(QueryBankNormaliser):
         return log_p
 
     def _empiric(self, sims, columns, sorted_rows):
-        sorted_bank = self.sorted_bank_ if columns == slice(None) else self.sorted_bank_[:, columns]
-        n_bank, n_gallery = sorted_bank.shape[0], sorted_rows.shape[1]
+        n_bank, n_gallery = self.sorted_bank_.shape[0], sorted_rows.shape[1]
         # P_g * P_q = (2 c_g + 1) (2 c_q) / (4 (M + 1) N), c the midpoint counts: the
         # numerator is an integer, exact in float64, so equal products tie exactly.
-        product = count_below_midpoint(sorted_bank, sims)
+        product = self._bank_ranks.count_below_midpoint(sims, columns)
         product *= 2
         product += 1
-        product *= 2 * count_below_midpoint(sorted_rows.T, sims.T).T
+        product *= 2 * ColumnRanks(sorted_rows.T).count_below_midpoint(sims.T).T
         with np.errstate(divide="ignore"):  # a zero count only where a NaN is
             log_p = np.log(product, out=product)
         log_p -= np.log(4.0 * (n_bank + 1) * n_gallery)
