@@ -446,7 +446,7 @@ class ColumnTopKMean:
     CAPACITY = 256
 
     def __init__(self, k):
-        self.k = k
+        self.k = int(k)  # not a NumPy integer, whose negation wraps around (np.uint8)
         self.pending = []  # the first rows, until there are WARM_UP * k of them
         self.top = None  # (n_columns, k): each column's k largest so far, unordered
         self.floor = None  # (n_columns,): the smallest of them
@@ -533,7 +533,7 @@ class RowTopKUnion:
     """Boolean mask of the columns that appear in some row's top k (the activation set)."""
 
     def __init__(self, n_columns, k):
-        self.k = k
+        self.k = int(k)
         self.mask = np.zeros(n_columns, dtype=bool)
 
     def update(self, block, rows):
@@ -576,7 +576,7 @@ def row_top_k_indices(block, k):
     above that bound (typically a few times k) are candidates.
     """
     n_rows, n_columns = block.shape
-    k = min(k, n_columns)
+    k = min(int(k), n_columns)
     if k == 1:
         best = block.argmax(axis=1)[:, None]
         return best, np.take_along_axis(block, best, axis=1)

@@ -132,3 +132,13 @@ def test_top_k_search_is_the_same_with_parallel_jobs(rng):
     sims = fitted.similarities(queries)
     for got, want in zip(fitted.top_k(sims, k=4), stable_top_k(fitted.transform(sims), 4)):
         assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("k", [np.uint8(2), np.int16(3)])
+def test_numpy_integer_k_does_not_wrap_around(rng, k):
+    values = rng.normal(size=(40, 30))
+    reducer = ColumnTopKMean(k)
+    for rows in np.array_split(values, 5):
+        reducer.update(rows, None)
+    assert_allclose(reducer.result(), column_top_k_mean(values, int(k)), rtol=1e-13)
+    assert_array_equal(row_top_k_indices(values, k)[0], stable_top_k(values, int(k))[0])
