@@ -186,13 +186,13 @@ class ColumnRanks:
     def _count(self, values, columns, compares, outs):
         """Per compare ``c``, ``#{i : not c(sorted[i, col], v)}`` into ``outs``, tile by tile."""
         values = np.asarray(values)
-        first = columns.start or 0
+        columns = np.arange(self.sorted.shape[1])[columns]  # a slice or the columns' indices
         width = max(1, self.tile_size // max(values.shape[0], 1))
         for start in range(0, values.shape[1], width):
             tile = slice(start, min(start + width, values.shape[1]))
             self._count_tile(
                 np.ascontiguousarray(values[:, tile].T),  # a column's values together
-                slice(first + tile.start, first + tile.stop),
+                columns[tile],
                 compares,
                 [out[:, tile].T for out in outs],
             )

@@ -28,6 +28,14 @@ def test_benchmark_script_runs(script, args):
     assert "DynamicInvertedSoftmax" in stdout or "DIS" in stdout
 
 
+def test_index_benchmark_runs():
+    pytest.importorskip("faiss")
+    stdout = run_script("bench_index.py", ["--gallery", "2000", "--queries", "20", "--bank", "500",
+                                           "--train-size", "2000", "--factories", "Flat",
+                                           "IVF16,Flat", "HNSW8"])
+    assert "HNSW8" in stdout and "IVF16,Flat" in stdout
+
+
 def test_later_normalisers_benchmark_prints_one_row_per_normaliser():
     stdout = run_script(
         "bench_later_normalisers.py", ["--scale", "0.02", "--repeat", "1", "--sinkhorn-iter", "2"]

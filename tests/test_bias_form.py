@@ -6,6 +6,7 @@ import pytest
 from skqbnorm import (
     CSLS,
     Centering,
+    DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DynamicInvertedSoftmax,
@@ -29,32 +30,34 @@ def bias_form_normalisers():
         Centering(weight=0.5),
         DualInvertedSoftmax(beta1=10.0, beta2=5.0),
         DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),
-        DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),  # fitted without gallery bank
         SinkhornNormalisation(tau=0.1, n_iter=50),
+        DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1),
     ]
 
 
-CASES = list(enumerate(bias_form_normalisers()))
-IDS = [f"{type(n).__name__}-{i}" for i, n in CASES]
+# (normaliser, whether it is fitted with a gallery bank)
+CASES = [(n, isinstance(n, (DualInvertedSoftmax, DualBankSinkhornNormalisation)))
+         for n in bias_form_normalisers()]
+CASES.append((DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1), False))
+IDS = [f"{type(n).__name__}-{i}" for i, (n, _) in enumerate(CASES)]
 
 
 def fit_kwargs(case, rng, mode, n_gallery):
-    index, normaliser = case
-    dual = isinstance(normaliser, DualInvertedSoftmax) and index != 8
+    normaliser, dual = case
+    width = N_DIMS if mode == "embedding" else n_gallery
+    bank = rng.normal(size=(60, width))
+    extra = {"gallery_bank": rng.normal(size=(50, width))} if dual else {}
     if mode == "embedding":
-        gallery = rng.normal(size=(n_gallery, N_DIMS))
-        bank = rng.normal(size=(60, N_DIMS))
-        extra = {"gallery_bank": rng.normal(size=(50, N_DIMS))} if dual else {}
-        return bank, {"gallery": gallery, **extra}
-    bank = rng.normal(size=(60, n_gallery))
-    extra = {"gallery_bank": rng.normal(size=(50, n_gallery))} if dual else {}
+        extra["gallery"] = rng.normal(size=(n_gallery, N_DIMS))
+    elif dual and isinstance(normaliser, DualBankSinkhornNormalisation):
+        extra["querybank_to_gallery_bank"] = rng.normal(size=(60, 50))
     return bank, extra
 
 
 def fitted(case, mode, seed=0, n_gallery=40):
     rng = np.random.default_rng(seed)
     bank, kwargs = fit_kwargs(case, rng, mode, n_gallery)
-    normaliser = case[1].fit(bank, **kwargs)
+    normaliser = case[0].fit(bank, **kwargs)
     if mode == "embedding":
         sims = normaliser.similarities(rng.normal(size=(30, N_DIMS)))
     else:
@@ -97,6 +100,7 @@ def test_gates_open_and_close_in_these_cases():
     dis, sims = fitted(CASES[2], "embedding")
     assert set(dis.row_forms(sims.argmax(axis=1))) == {-1, 0}
     dual, sims = fitted(CASES[7], "embedding")
+    assert dual.gallery_bank_activated_ is not None
     assert set(dual.row_forms(sims.argmax(axis=1))) == {-1, 0, 1, 2}
     assert dual.gallery_biases().shape == (3, 40)
 

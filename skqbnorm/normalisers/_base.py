@@ -45,7 +45,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     streaming reductions fit needs, ``_learn(reducers)``, which stores their results
     as fitted attributes, and ``_score(sims, columns, row_state, out)``, which
     writes the normalised scores of a block of query rows restricted to the gallery
-    ``columns`` into ``out``. Methods whose scores depend on a whole row (the
+    ``columns`` (a slice, or an index array: the candidates of a vector index) into ``out``. Methods whose scores depend on a whole row (the
     top-1 of DIS, the neighbourhood of CSLS, the range of GC) also define
     ``_row_state(sims, columns, state)``, a reduction over a row's column chunks,
     so that :meth:`top_k` can stream the gallery; ``_score`` receives that state

@@ -1,0 +1,415 @@
+"""Serve a querybank normaliser's top-k from a FAISS index (optional extra ``skqbnorm[faiss]``).
+
+A bias-form normaliser (IS, DIS, CSLS, NNN, Centering, DBNorm, SN) ranks a row as
+``s(q, g) - bias_g``, a maximum-inner-product search over augmented vectors (see
+:class:`~skqbnorm.normalisers._bias.BiasFormMixin`); any other normaliser is served by
+reranking the candidates of a raw search with its exact scores. FAISS is imported
+only when an index is built, so skqbnorm does not need it otherwise.
+"""
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils import gen_batches
+from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils.validation import check_is_fitted
+
+from .normalisers import (
+    CSLS,
+    DualDynamicInvertedSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    MutualProximity,
+)
+from .normalisers._bias import BiasFormMixin
+
+# Elements (float64) of the blocks that exact scoring gathers: 16 MiB.
+_BLOCK_ELEMENTS = 1 << 21
+
+
+def import_faiss():
+    """The ``faiss`` module, or an ImportError that says how to install it."""
+    try:
+        import faiss
+    except ImportError as error:
+        raise ImportError(
+            "skqbnorm.index needs FAISS, an optional dependency: install it with "
+            "`pip install skqbnorm[faiss]` (or `pip install faiss-cpu`)."
+        ) from error
+    return faiss
+
+
+class _RowMoments:
+    """A row-moments state for MutualProximity's scores: ``result()`` -> (mean, std)."""
+
+    def __init__(self, mean, std):
+        self.mean, self.std = mean, std
+
+    def result(self):
+        return self.mean, self.std
+
+
+class NormalisedIndex(BaseEstimator):
+    """Top-k retrieval under a querybank normaliser, served by a FAISS index.
+
+    A bias-form normaliser (:class:`~skqbnorm.InvertedSoftmax`, :class:`~skqbnorm.CSLS`,
+    :class:`~skqbnorm.NearestNeighborNormalization`, :class:`~skqbnorm.Centering`,
+    :class:`~skqbnorm.DualInvertedSoftmax`, :class:`~skqbnorm.SinkhornNormalisation`
+    and the gated :class:`~skqbnorm.DynamicInvertedSoftmax` and
+    :class:`~skqbnorm.DualDynamicInvertedSoftmax`) ranks a row as ``s(q, g) - bias_g``
+    = ``<[q, 1], [g, -bias_g]>``: the index holds the augmented gallery
+    (``normaliser.augmented_gallery()``) and answers a maximum-inner-product search.
+    The gated normalisers take two stages: a raw search (queries ``[q, 0]``) for each
+    query's top-1, which opens or closes its gates, then the augmented search for the
+    queries that a gate normalises. :class:`~skqbnorm.CSLS` also searches the raw top
+    ``k`` of each query, for the per-query term ``r_G(q)`` of its scores.
+
+    Any other normaliser (:class:`~skqbnorm.GloballyCorrected`,
+    :class:`~skqbnorm.QueryBankZNorm`, :class:`~skqbnorm.MutualProximity` with
+    ``method="gaussian"``, :class:`~skqbnorm.DualSoftmax`) is served by reranking the
+    ``n_candidates`` best items of a raw search by its exact scores. The per-row
+    statistics these scores need come from the index too: GC's row range from raw
+    searches with ``q`` and ``-q``, Mutual Proximity's row mean and spread from the
+    gallery's mean and covariance (exact). ``MutualProximity(method="empiric")``
+    needs the rank of each similarity within the query's whole row, which no index
+    gives: it is refused (use ``top_k``).
+
+    The returned scores are the normaliser's own, computed exactly (in the queries'
+    dtype) for the items the index finds; the index only chooses the candidates.
+    The per-row statistics above come from the raw search, so with an approximate
+    index they are approximate too: the gate's top-1, CSLS's ``r_G(q)`` (a per-row
+    shift, which leaves the ranking alone) and GC's row range (its tie-break). With a
+    ``"Flat"`` index the results are ``normaliser.top_k(queries=...)``'s, ties and
+    float32 rounding of the index aside.
+
+    Parameters
+    ----------
+    normaliser : QueryBankNormaliser
+        A normaliser fitted in embedding mode (``fit(bank, gallery=G)``), used as
+        is when :meth:`fit` is given no data; otherwise a clone of it is fitted.
+    factory : str, default="Flat"
+        FAISS ``index_factory`` string, built with the inner-product metric:
+        ``"Flat"`` (exact), ``"IVF1024,Flat"``, ``"HNSW32"``... The augmented vectors
+        of a bias form have ``n_dims + 1`` dimensions (``+ 3`` for the dynamic DBNorm
+        with a gallery bank), so a product quantiser needs a rotation to a size it
+        divides, e.g. ``"OPQ16_64,IVF4096,PQ16"`` for 64-dimensional embeddings.
+    n_candidates : int, default=100
+        Raw-search candidates per query reranked for a normaliser that is not a
+        bias form (at least ``k`` are used); unused otherwise.
+    nprobe : int, default=128
+        Inverted lists visited per query by an IVF index (capped at their
+        number); unused by others. On a clustered synthetic gallery of 200,000
+        items (d = 32, ``"IVF1024,Flat"``, ``tests/test_index.py``), recall@10
+        against the exact top 10 is 0.96 at 64 and 0.99 at 128, and 0.999 at 128
+        on 1,000,000 items (d = 64, ``benchmarks/bench_index.py``). More lists
+        need a larger value.
+    ef_search : int, default=512
+        Candidate-list size of an HNSW search (``efSearch``); unused by others.
+        On the same gallery recall@10 is 0.98 with ``"HNSW16"`` and 0.99 with
+        ``"HNSW32"`` at 256 already (0.95 and 0.98 at 128); on 1,000,000 items
+        (d = 64, ``"HNSW32"``) it is 0.95 at 256 and 0.96 at 512, while at d = 128
+        ``"HNSW32"`` stays below 0.95 (0.93 at 512) and ``"HNSW64"`` reaches it at 512.
+    train_size : int, default=None
+        Gallery items, evenly spaced, on which a trainable index (IVF, PQ) is
+        trained; None trains on all of them (FAISS then samples at most 256 per
+        inverted list). FAISS asks for at least 39 per list.
+    batch_size : int, default=1024
+        Queries searched together.
+
+    Attributes
+    ----------
+    normaliser_ : QueryBankNormaliser
+        The fitted normaliser whose scores are served.
+    index_ : faiss.Index
+        The FAISS index over the (augmented) gallery.
+    bias_form_ : bool
+        Whether the normaliser is served by the augmented search (else by reranking).
+    n_gallery_ : int
+        Number of gallery items indexed.
+    n_dims_ : int
+        Dimension of the query embeddings.
+
+    See Also
+    --------
+    skqbnorm.InvertedSoftmax.augmented_gallery : The augmented vectors, for any
+        inner-product engine.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import NearestNeighborNormalization
+    >>> from skqbnorm.index import NormalisedIndex
+    >>> rng = np.random.default_rng(0)
+    >>> bank, gallery = rng.normal(size=(200, 16)), rng.normal(size=(1000, 16))
+    >>> queries = rng.normal(size=(5, 16))
+    >>> normaliser = NearestNeighborNormalization(k=8).fit(bank, gallery=gallery)
+    >>> index = NormalisedIndex(normaliser, "Flat").fit()
+    >>> indices, scores = index.search(queries, k=3)
+    >>> exact_indices, exact_scores = normaliser.top_k(queries=queries, k=3)
+    >>> bool((indices == exact_indices).all()), bool(np.allclose(scores, exact_scores))
+    (True, True)
+    """
+
+    _parameter_constraints: dict = {
+        "normaliser": [HasMethods(["fit", "transform", "top_k"])],
+        "factory": [str],
+        "n_candidates": [Interval(Integral, 1, None, closed="left")],
+        "nprobe": [Interval(Integral, 1, None, closed="left")],
+        "ef_search": [Interval(Integral, 1, None, closed="left")],
+        "train_size": [Interval(Integral, 1, None, closed="left"), None],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+    }
+
+    def __init__(self, normaliser, factory="Flat", *, n_candidates=100, nprobe=128, ef_search=512,
+                 train_size=None, batch_size=1024):
+        self.normaliser = normaliser
+        self.factory = factory
+        self.n_candidates = n_candidates
+        self.nprobe = nprobe
+        self.ef_search = ef_search
+        self.train_size = train_size
+        self.batch_size = batch_size
+
+    def fit(self, X=None, y=None, *, gallery=None, gallery_bank=None):
+        """Build the index over the normaliser's gallery.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_bank, n_dims), default=None
+            None uses ``normaliser`` as fitted; otherwise the querybank embeddings,
+            on which a clone of ``normaliser`` is fitted with ``gallery``.
+        y : None
+            Ignored.
+        gallery : array-like of shape (n_gallery, n_dims), default=None
+            Gallery embeddings, with ``X``.
+        gallery_bank : array-like of shape (n_gallery_bank, n_dims), default=None
+            Gallery-bank embeddings for the dual-bank normalisers, with ``X``.
+
+        Returns
+        -------
+        self : object
+            The fitted index.
+        """
+        self._validate_params()
+        faiss = import_faiss()
+        normaliser = self._fitted_normaliser(X, y, gallery, gallery_bank)
+        self._check_supported(normaliser)
+        self.bias_form_ = isinstance(normaliser, BiasFormMixin)
+        gallery = normaliser.gallery_embeddings_
+        if self.bias_form_:
+            vectors = normaliser.augmented_gallery(dtype=np.float32)
+        else:
+            vectors = np.ascontiguousarray(gallery, dtype=np.float32)
+        try:
+            index = faiss.index_factory(vectors.shape[1], self.factory, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as error:
+            raise ValueError(
+                f"factory={self.factory!r} is not a FAISS index_factory string for "
+                f"{vectors.shape[1]}-dimensional vectors: {str(error).splitlines()[-1]}"
+            ) from error
+        if not index.is_trained:
+            step = 1 if self.train_size is None else -(-len(vectors) // self.train_size)
+            index.train(np.ascontiguousarray(vectors[::step]))
+        index.add(vectors)
+        self.normaliser_, self.index_ = normaliser, index
+        self.n_gallery_, self.n_dims_ = gallery.shape
+        if isinstance(normaliser, MutualProximity):
+            self._gallery_moments = (
+                gallery.mean(axis=0, dtype=np.float64), np.cov(gallery, rowvar=False, bias=True)
+            )
+        return self
+
+    def _fitted_normaliser(self, X, y, gallery, gallery_bank):
+        if X is None:
+            if gallery is not None or gallery_bank is not None:
+                raise ValueError("gallery and gallery_bank need X, the querybank embeddings.")
+            check_is_fitted(self.normaliser)
+            normaliser = self.normaliser
+        else:
+            normaliser = clone(self.normaliser).fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+        if normaliser.gallery_embeddings_ is None:
+            raise ValueError(
+                f"{type(normaliser).__name__} was fitted on precomputed similarities, so it "
+                "holds no gallery embeddings to index; fit it with gallery=... (embedding mode)."
+            )
+        return normaliser
+
+    @staticmethod
+    def _check_supported(normaliser):
+        if isinstance(normaliser, MutualProximity) and normaliser.method != "gaussian":
+            raise ValueError(
+                "MutualProximity(method='empiric') ranks each similarity within the "
+                "query's whole row, which an index does not give: use method='gaussian', "
+                "or normaliser.top_k."
+            )
+        whole_rows = (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax, CSLS, GloballyCorrected,
+                      MutualProximity)
+        if normaliser._needs_whole_rows() and not isinstance(normaliser, whole_rows):
+            raise ValueError(f"{type(normaliser).__name__} is not supported by NormalisedIndex.")
+
+    def _set_search_parameters(self, index):
+        """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they apply."""
+        faiss = import_faiss()
+        space = faiss.ParameterSpace()
+        ivf = faiss.try_extract_index_ivf(index)
+        nprobe = self.nprobe if ivf is None else min(self.nprobe, ivf.nlist)
+        for name, value in (("nprobe", nprobe), ("efSearch", self.ef_search)):
+            try:
+                space.set_index_parameter(index, name, value)
+            except RuntimeError:  # the index has no such parameter
+                pass
+
+    # -- search ----------------------------------------------------------------------
+
+    def search(self, queries, k=10):
+        """The k best gallery items per query, with the normaliser's scores.
+
+        Parameters
+        ----------
+        queries : array-like of shape (n_queries, n_dims)
+            Query embeddings, prepared under the normaliser's ``metric``.
+        k : int, default=10
+            Number of gallery items per query, at most n_gallery.
+
+        Returns
+        -------
+        indices : ndarray of shape (n_queries, k)
+            Gallery indices, best first; -1 where the index found fewer than k
+            items (an IVF index with a small ``nprobe``).
+        scores : ndarray of shape (n_queries, k)
+            Their normalised scores, computed exactly, in the queries' float
+            dtype; -inf where the index is -1.
+        """
+        check_is_fitted(self)
+        if isinstance(k, bool) or not (isinstance(k, Integral) and 1 <= k <= self.n_gallery_):
+            raise ValueError(
+                f"k must be an integer in [1, {self.n_gallery_}] (the indexed gallery size); "
+                f"got k={k!r}."
+            )
+        prepared = self.normaliser_._check_queries(queries)
+        self._set_search_parameters(self.index_)  # set here, so that set_params needs no refit
+        indices = np.empty((len(prepared), k), dtype=np.intp)
+        scores = np.empty((len(prepared), k), dtype=prepared.dtype)
+        for rows in gen_batches(len(prepared), self.batch_size):
+            indices[rows], scores[rows] = self._search_batch(prepared[rows], int(k), rows)
+        return indices, scores
+
+    def _search_batch(self, queries, k, rows):
+        normaliser = self.normaliser_
+        raw_k = self._raw_search_size(k)
+        raw = self._index_search(queries, np.zeros(self._n_forms()), raw_k) if raw_k else None
+        row_state, top1 = self._row_state(queries, raw)
+        if not self.bias_form_:
+            candidates = raw
+        elif normaliser._is_gated():
+            forms = normaliser.row_forms(top1)
+            candidates = raw[:, :k].copy()
+            normalised = np.flatnonzero(forms >= 0)
+            tails = np.eye(self._n_forms())[forms[normalised]]
+            candidates[normalised] = self._index_search(queries[normalised], tails, k)
+        else:
+            candidates = self._index_search(queries, np.ones(1), k)
+        scores = self._exact_scores(queries, candidates, row_state, rows)
+        return best_k(candidates, scores, k)
+
+    def _n_forms(self):
+        return len(self.normaliser_._gated_biases()) if self.bias_form_ else 0
+
+    def _raw_search_size(self, k):
+        """Items of the raw search: the gate's top-1, CSLS's r_G, GC's range or candidates."""
+        normaliser = self.normaliser_
+        if not self.bias_form_:
+            return min(max(k, self.n_candidates), self.n_gallery_)
+        if normaliser._is_gated():
+            return k  # the results of the rows left raw, of which the first is the gate's top-1
+        return normaliser.k if isinstance(normaliser, CSLS) else 0
+
+    def _index_search(self, queries, tails, k):
+        """The index's top k of ``[q, tail]`` (``tails``: one row, or one per query)."""
+        vectors = np.empty((len(queries), queries.shape[1] + self._n_forms()), dtype=np.float32)
+        vectors[:, : queries.shape[1]] = queries
+        vectors[:, queries.shape[1] :] = tails
+        return self.index_.search(vectors, k)[1].astype(np.intp, copy=False)
+
+    def _row_state(self, queries, raw):
+        """What the normaliser's scores need of each whole row, and each query's top-1."""
+        normaliser = self.normaliser_
+        if raw is None:
+            return None, None
+        sims = self._pair_similarities(queries, raw)
+        order = np.lexsort((raw, -sims), axis=1)  # exact order: ties go to the lowest index
+        first = order[:, 0]
+        top1 = raw[np.arange(len(raw)), first]
+        top_value = sims[np.arange(len(raw)), first]
+        if isinstance(normaliser, (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax)):
+            return (top_value, top1), top1
+        if isinstance(normaliser, CSLS):
+            return np.sort(sims[:, : normaliser.k], axis=1), top1
+        if isinstance(normaliser, GloballyCorrected):
+            lowest = self._index_search(-queries, np.zeros(0), 1)
+            low = self._pair_similarities(queries, lowest)
+            return (np.minimum(low, top_value[:, None]), top_value[:, None]), top1
+        if isinstance(normaliser, MutualProximity):
+            mean, covariance = self._gallery_moments
+            variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
+            mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
+            return _RowMoments(mean, np.sqrt(np.maximum(variance, 0))), top1
+        return None, top1
+
+    def _pair_similarities(self, queries, candidates):
+        """``s(q, g)`` of each query and each of its candidates (-1: -inf)."""
+        gallery = self.normaliser_.gallery_embeddings_
+        sims = np.empty(candidates.shape, dtype=queries.dtype)
+        step = max(1, _BLOCK_ELEMENTS // (candidates.shape[1] * queries.shape[1]))
+        for rows in gen_batches(len(queries), step):
+            vectors = gallery[candidates[rows]].astype(queries.dtype, copy=False)
+            sims[rows] = np.einsum("qd,qcd->qc", queries[rows], vectors)
+        sims[candidates < 0] = -np.inf
+        return sims
+
+    def _exact_scores(self, queries, candidates, row_state, rows):
+        """The normaliser's scores of each query's candidates, from blocks of their union.
+
+        The normaliser scores blocks of query rows by gallery columns, so each chunk of
+        rows is scored over the union of its candidates, then gathered. The block holds
+        the candidates' similarities, each computed alone (so that it does not depend on
+        the chunks), and zeros elsewhere: the row state carries what the scores need of
+        the whole row.
+        """
+        normaliser = self.normaliser_
+        sims = self._pair_similarities(queries, candidates)
+        found = candidates >= 0
+        per_column = getattr(normaliser, "sorted_bank_", np.empty((1, 0))).shape[0]
+        width = candidates.shape[1]
+        step = max(1, min(int(np.sqrt(_BLOCK_ELEMENTS / width)), _BLOCK_ELEMENTS // (width * per_column)))
+        scores = np.empty(candidates.shape, dtype=queries.dtype)
+        for chunk in gen_batches(len(queries), step):
+            union, position = np.unique(np.maximum(candidates[chunk], 0), return_inverse=True)
+            position = position.reshape(-1, width)
+            block = np.zeros((len(position), len(union)), dtype=queries.dtype)
+            row, column = np.nonzero(found[chunk])
+            block[row, position[row, column]] = sims[chunk][row, column]
+            block_rows = slice(rows.start + chunk.start, rows.start + chunk.stop)
+            block = normaliser._checked_scores(block, union, _rows_of(row_state, chunk), block_rows)
+            scores[chunk] = np.take_along_axis(block, position, axis=1)
+        scores[~found] = -np.inf
+        return scores
+
+
+def _rows_of(row_state, rows):
+    """The part of a row state that belongs to a chunk of rows."""
+    if row_state is None:
+        return None
+    if isinstance(row_state, _RowMoments):
+        return _RowMoments(row_state.mean[rows], row_state.std[rows])
+    if isinstance(row_state, tuple):
+        return tuple(part[rows] for part in row_state)
+    return row_state[rows]
+
+
+def best_k(candidates, scores, k):
+    """Each row's k best candidates by decreasing score, ties to the lowest index."""
+    order = np.lexsort((np.where(candidates < 0, np.iinfo(np.intp).max, candidates), -scores), axis=1)
+    order = order[:, :k]
+    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(scores, order, axis=1)

@@ -1,0 +1,223 @@
+"""NormalisedIndex: FAISS serves each normaliser's exact top-k (flat) or nearly (IVF, HNSW)."""
+
+import sys
+
+import numpy as np
+import pytest
+
+faiss = pytest.importorskip("faiss")
+
+from sklearn.exceptions import NotFittedError
+
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DualBankSinkhornNormalisation,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DualSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
+    SinkhornNormalisation,
+)
+from skqbnorm.index import NormalisedIndex, import_faiss
+
+N_DIMS, N_GALLERY = 16, 3000
+
+
+def small_data(seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "bank": rng.normal(size=(300, N_DIMS)),
+        "gallery": rng.normal(size=(N_GALLERY, N_DIMS)),
+        "gallery_bank": rng.normal(size=(250, N_DIMS)),
+        "queries": rng.normal(size=(100, N_DIMS)),
+    }
+
+
+def fit(normaliser, data):
+    dual = isinstance(normaliser, (DualInvertedSoftmax, DualBankSinkhornNormalisation))
+    extra = {"gallery_bank": data["gallery_bank"]} if dual else {}
+    return normaliser.fit(data["bank"], gallery=data["gallery"], **extra)
+
+
+BIAS_FORM = [
+    InvertedSoftmax(beta=10.0),
+    InvertedSoftmax(beta=10.0, output="probability"),
+    DynamicInvertedSoftmax(beta=10.0, k=1),
+    CSLS(k=5),
+    NearestNeighborNormalization(k=5, alpha=0.75),
+    Centering(weight=0.5),
+    DualInvertedSoftmax(beta1=10.0, beta2=5.0),
+    DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),
+    SinkhornNormalisation(tau=0.1, n_iter=50),
+    DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1),
+]
+RERANKED = [GloballyCorrected(), QueryBankZNorm(), MutualProximity(), DualSoftmax()]
+
+
+def ids(normalisers):
+    return [f"{type(getattr(n, 'values', [n])[0]).__name__}-{i}" for i, n in enumerate(normalisers)]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return small_data()
+
+
+@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
+def test_flat_index_equals_top_k(normaliser, data):
+    normaliser = fit(normaliser, data)
+    index = NormalisedIndex(normaliser, "Flat", n_candidates=N_GALLERY).fit()
+    indices, scores = index.search(data["queries"], k=10)
+    exact_indices, exact_scores = normaliser.top_k(queries=data["queries"], k=10)
+    np.testing.assert_array_equal(indices, exact_indices)
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-12, atol=1e-12)
+    assert index.bias_form_ == any(normaliser is other for other in BIAS_FORM)
+
+
+def test_gated_cases_take_both_stages(data):
+    """The DIS case above leaves some rows raw; the dual one sees every combination of gates."""
+    dis = fit(DynamicInvertedSoftmax(beta=10.0, k=1), data)
+    top1 = dis.similarities(data["queries"]).argmax(axis=1)
+    assert set(dis.row_forms(top1)) == {-1, 0}
+    dual = fit(DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1), data)
+    assert set(dual.row_forms(top1)) == {-1, 0, 1, 2}
+
+
+@pytest.mark.parametrize("normaliser", RERANKED, ids=ids(RERANKED))
+def test_rerank_scores_the_raw_candidates(normaliser, data):
+    """The k best, by the normaliser's scores, of each query's 50 best raw similarities."""
+    normaliser = fit(normaliser, data)
+    index = NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
+    indices, scores = index.search(data["queries"], k=10)
+    sims = normaliser.similarities(data["queries"])
+    candidates = np.argsort(-sims, axis=1, kind="stable")[:, :50]
+    candidate_scores = np.take_along_axis(normaliser.transform(sims), candidates, axis=1)
+    order = np.argsort(-candidate_scores, axis=1, kind="stable")[:, :10]
+    np.testing.assert_array_equal(np.sort(indices, axis=1), np.sort(np.take_along_axis(candidates, order, axis=1), axis=1))
+    np.testing.assert_allclose(scores, np.take_along_axis(candidate_scores, order, axis=1), atol=1e-12)
+
+
+def test_fit_on_data_equals_prefit(data):
+    normaliser = fit(DynamicInvertedSoftmax(beta=10.0, k=1), data)
+    prefit = NormalisedIndex(normaliser).fit()
+    unfitted = DynamicInvertedSoftmax(beta=10.0, k=1)
+    fitted_here = NormalisedIndex(unfitted).fit(data["bank"], gallery=data["gallery"])
+    assert not hasattr(unfitted, "activated_")  # a clone was fitted
+    for left, right in zip(prefit.search(data["queries"]), fitted_here.search(data["queries"])):
+        np.testing.assert_array_equal(left, right)
+
+
+def test_batches_and_dtype(data):
+    normaliser = fit(CSLS(k=5), data)
+    whole = NormalisedIndex(normaliser).fit().search(data["queries"], k=7)
+    batched = NormalisedIndex(normaliser, batch_size=3).fit().search(data["queries"], k=7)
+    for left, right in zip(whole, batched):
+        np.testing.assert_array_equal(left, right)
+    indices, scores = NormalisedIndex(normaliser).fit().search(data["queries"].astype(np.float32), k=7)
+    assert scores.dtype == np.float32
+    assert (indices == whole[0]).mean() > 0.95  # float32 rounding may swap near-ties
+
+
+def test_missing_results_are_minus_one(data):
+    """An IVF search with nprobe=1 finds fewer than k items: -1, with a score of -inf."""
+    normaliser = fit(NearestNeighborNormalization(k=5), data)
+    index = NormalisedIndex(normaliser, "IVF64,Flat", nprobe=1).fit()
+    indices, scores = index.search(data["queries"], k=100)
+    missing = indices < 0
+    assert missing.any() and (~missing).any()
+    np.testing.assert_array_equal(np.isneginf(scores), missing)
+    exact = normaliser.transform(normaliser.similarities(data["queries"]))
+    found = np.take_along_axis(exact, np.maximum(indices, 0), axis=1)
+    np.testing.assert_allclose(scores[~missing], found[~missing], atol=1e-12)
+    assert (scores[:, 1:] <= scores[:, :-1]).all()
+
+
+def test_search_parameters_reach_the_index(data):
+    normaliser = fit(Centering(), data)
+    ivf = NormalisedIndex(normaliser, "IVF16,Flat", nprobe=1000).fit()
+    ivf.search(data["queries"][:1])
+    assert faiss.extract_index_ivf(ivf.index_).nprobe == 16  # capped at the number of lists
+    hnsw = NormalisedIndex(normaliser, "HNSW8", ef_search=77).fit()
+    hnsw.search(data["queries"][:1])
+    assert hnsw.index_.hnsw.efSearch == 77
+    hnsw.set_params(ef_search=99).search(data["queries"][:1])  # no refit needed
+    assert hnsw.index_.hnsw.efSearch == 99
+    trained = NormalisedIndex(normaliser, "IVF16,Flat", train_size=1000).fit()
+    assert trained.index_.ntotal == N_GALLERY
+
+
+def test_errors(data):
+    rng = np.random.default_rng(1)
+    with pytest.raises(NotFittedError):
+        NormalisedIndex(Centering()).fit()
+    with pytest.raises(NotFittedError):
+        NormalisedIndex(Centering()).search(data["queries"])
+    precomputed = Centering().fit(rng.normal(size=(20, 30)))
+    with pytest.raises(ValueError, match="precomputed similarities"):
+        NormalisedIndex(precomputed).fit()
+    index = NormalisedIndex(fit(Centering(), data)).fit()
+    with pytest.raises(ValueError, match=r"queries have shape \(2, 5\).*16 dimensions"):
+        index.search(rng.normal(size=(2, 5)))
+    for k in (0, N_GALLERY + 1, 2.0, True):
+        with pytest.raises(ValueError, match="k must be an integer"):
+            index.search(data["queries"], k=k)
+    with pytest.raises(ValueError, match="not a FAISS index_factory string"):
+        NormalisedIndex(fit(Centering(), data), "NoSuchIndex").fit()
+    with pytest.raises(ValueError, match="method='empiric'"):
+        NormalisedIndex(fit(MutualProximity(method="empiric"), data)).fit()
+    with pytest.raises(ValueError, match="need X"):
+        NormalisedIndex(Centering()).fit(gallery=data["gallery"])
+    with pytest.raises(ValueError, match="n_candidates"):
+        NormalisedIndex(Centering(), n_candidates=0).fit()
+
+
+def test_missing_faiss_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(ImportError, match=r"pip install skqbnorm\[faiss\]"):
+        import_faiss()
+
+
+# -- recall at the documented settings on 200,000 items ---------------------------------
+
+def clustered(rng, n, centres):
+    """Embeddings around random centres, as real ones cluster (noise as large as the centres)."""
+    labels = rng.integers(len(centres), size=n)
+    return (centres[labels] + rng.normal(size=(n, centres.shape[1]))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def large():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(1000, 32))
+    return {
+        "bank": clustered(rng, 500, centres),
+        "gallery": clustered(rng, 200_000, centres),
+        "queries": clustered(rng, 200, centres),
+    }
+
+
+def recall_at_10(found, exact):
+    return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
+
+
+@pytest.mark.parametrize(
+    ("normaliser", "factory", "settings"),
+    [
+        (NearestNeighborNormalization(k=16), "IVF1024,Flat", {"train_size": 50_000}),
+        (DynamicInvertedSoftmax(beta=20.0, k=200), "IVF1024,Flat", {"train_size": 50_000}),
+        (NearestNeighborNormalization(k=16), "HNSW16", {}),
+    ],
+    ids=["NNN-IVF", "DIS-IVF", "NNN-HNSW"],
+)
+def test_recall_at_documented_settings(normaliser, factory, settings, large):
+    normaliser = normaliser.fit(large["bank"], gallery=large["gallery"])
+    exact, _ = normaliser.top_k(queries=large["queries"], k=10)
+    index = NormalisedIndex(normaliser, factory, **settings).fit()
+    found, _ = index.search(large["queries"], k=10)
+    assert recall_at_10(found, exact) >= 0.95
