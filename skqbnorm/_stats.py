@@ -468,15 +468,19 @@ class ColumnTopKMean:
         rows, columns = np.divmod(flat, n_columns)
         columns, rows = np.divmod(np.sort(columns * n_rows + rows), n_rows)
         values = np.take(block, rows * n_columns + columns)
-        counts = np.bincount(columns, minlength=n_columns)
+        # Work on the columns that have entries only: a block may be a row or two of a
+        # gallery of millions.
+        starts = np.flatnonzero(np.diff(columns, prepend=-1))
+        touched = columns[starts]
+        counts = np.diff(starts, append=len(columns))
         capacity = self.buffer.shape[1]
-        full = np.flatnonzero(self.fill + counts > capacity)
+        full = touched[self.fill[touched] + counts > capacity]
         if full.size:
             self._flush(full)
-        first = np.cumsum(counts) - counts - self.fill
-        slots = np.arange(len(columns)) - first[columns]
+        offsets = self.fill[touched] - starts  # slot = offset + position in the sorted list
+        slots = np.arange(len(columns)) + np.repeat(offsets, counts)
         self.buffer.ravel()[columns * capacity + slots] = values
-        self.fill += counts
+        self.fill[touched] += counts
 
     def _start(self, block):
         self.pending.append(block)
