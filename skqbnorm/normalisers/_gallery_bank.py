@@ -82,8 +82,7 @@ class GalleryBank:
 
     Parameters
     ----------
-    gallery_bank : array-like of shape (n_gallery_bank, n_gallery) or (n_gallery_bank, n_dims), \
-            or GalleryBankInput
+    gallery_bank : array-like of shape (n_gallery_bank, n_gallery or n_dims), or GalleryBankInput
         The caller's gallery bank; an ``np.memmap`` is read block by block and
         never copied whole.
     normaliser : QueryBankNormaliser

@@ -525,8 +525,7 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
             Ignored; present for ``Pipeline`` and ``GridSearchCV``.
         gallery : array-like of shape (n_gallery, n_dims), default=None
             Gallery embeddings (embedding mode).
-        gallery_bank : array-like of shape (n_gallery_bank, n_gallery) or \\
-                (n_gallery_bank, n_dims), default=None
+        gallery_bank : array-like of shape (n_gallery_bank, n_gallery or n_dims), default=None
             Embedding mode: the gallery-bank embeddings. Precomputed mode: the
             gallery bank's similarities to the gallery, optional beside
             ``querybank_to_gallery_bank`` (unused: DBSN needs ``s(b, h)`` only),
