@@ -440,14 +440,17 @@ class ColumnTopKMean:
     comparison and one search of its mask, not a partition of its columns.
     """
 
-    #: Rows taken whole at the start, in multiples of k: from the k-th largest of 4k
-    #: rows on, about k/m of the m-th row's entries are candidates.
-    WARM_UP = 4
-    CAPACITY = 256
+    #: Rows taken whole at the start: up to WARM_UP * k, within WARM_UP_MEMORY MiB
+    #: (and never fewer than k). From the k-th largest of m rows on, about k / m of
+    #: each later row's entries are candidates, so a taller start saves many.
+    WARM_UP, WARM_UP_MEMORY = 16, 64
+    #: Entries a column's buffer holds before they are merged into its top k: small
+    #: buffers keep the floors fresh, so that fewer entries pass them.
+    CAPACITY = 64
 
     def __init__(self, k):
         self.k = int(k)  # not a NumPy integer, whose negation wraps around (np.uint8)
-        self.pending = []  # the first rows, until there are WARM_UP * k of them
+        self.pending = []  # the first rows (see WARM_UP)
         self.top = None  # (n_columns, k): each column's k largest so far, unordered
         self.floor = None  # (n_columns,): the smallest of them
         self.buffer = None  # (n_columns, capacity): entries above the floor, -inf padded
@@ -484,7 +487,8 @@ class ColumnTopKMean:
 
     def _start(self, block):
         self.pending.append(block)
-        if sum(len(rows) for rows in self.pending) < self.WARM_UP * self.k:
+        affordable = self.WARM_UP_MEMORY * 2**20 // (block.shape[1] * block.itemsize or 1)
+        if sum(len(rows) for rows in self.pending) < max(self.k, min(self.WARM_UP * self.k, affordable)):
             return
         self.top = _row_top(np.concatenate(self.pending).T.copy(), self.k)
         self.pending = []
