@@ -142,3 +142,33 @@ def test_numpy_integer_k_does_not_wrap_around(rng, k):
         reducer.update(rows, None)
     assert_allclose(reducer.result(), column_top_k_mean(values, int(k)), rtol=1e-13)
     assert_array_equal(row_top_k_indices(values, k)[0], stable_top_k(values, int(k))[0])
+
+
+@pytest.mark.parametrize(
+    "estimator", [CSLS(k=5), NearestNeighborNormalization(k=4), DynamicInvertedSoftmax(k=2)], ids=repr
+)
+def test_top_k_without_scores_ranks_as_with_them(rng, estimator):
+    bank, gallery, queries = rng.normal(size=(70, 9)), rng.normal(size=(400, 9)), rng.normal(size=(60, 9))
+    fitted = estimator.fit(bank, gallery=gallery)
+    indices, _ = fitted.top_k(queries=queries, k=8)
+    alone = fitted.top_k(queries=queries, k=8, return_scores=False)
+    assert isinstance(alone, np.ndarray)
+    assert_array_equal(alone, indices)
+    assert_array_equal(alone, stable_top_k(fitted.transform(fitted.similarities(queries)), 8)[0])
+    sims = fitted.similarities(queries)
+    assert_array_equal(fitted.top_k(sims, k=8, return_scores=False), indices)
+    with pytest.raises(TypeError, match="return_scores must be True or False"):
+        fitted.top_k(sims, k=8, return_scores="no")
+
+
+def test_csls_ranks_by_its_bias_without_scores(rng, monkeypatch):
+    """Without scores CSLS skips each row's own top k (its r_G), which ranks nothing."""
+    bank, gallery, queries = rng.normal(size=(70, 9)), rng.normal(size=(400, 9)), rng.normal(size=(60, 9))
+    fitted = CSLS(k=5).fit(bank, gallery=gallery)
+    expected = fitted.top_k(queries=queries, k=8)[0]
+
+    def no_row_term(*args, **kwargs):
+        raise AssertionError("the row term was computed")
+
+    monkeypatch.setattr(CSLS, "_row_state", no_row_term)
+    assert_array_equal(fitted.top_k(queries=queries, k=8, return_scores=False), expected)

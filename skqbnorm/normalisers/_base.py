@@ -329,7 +329,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     def _needs_whole_rows(self):
         return type(self)._row_state is not QueryBankNormaliser._row_state
 
-    def top_k(self, X=None, *, queries=None, chunks=None, k=10):
+    def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
         """The k best gallery items per query, streaming the gallery in column chunks.
 
         Never materialises the n_queries x n_gallery score matrix: query rows are
@@ -358,13 +358,19 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             that returns a fresh iterable, not a one-shot iterator.
         k : int, default=10
             Number of gallery items per query, at most n_gallery.
+        return_scores : bool, default=True
+            Whether to return the scores too. Without them, a bias-form method
+            whose scores carry a per-query term that does not change a row's
+            ranking (CSLS's ``r_G(q)``) ranks each row by ``s - gallery_bias()``
+            and skips that term: the same ranking in exact arithmetic, found
+            without each row's own top k.
 
         Pass exactly one of ``X``, ``queries`` and ``chunks``.
 
         Returns
         -------
         indices : ndarray of shape (n_queries, k)
-            Gallery indices, best first.
+            Gallery indices, best first. Alone when ``return_scores=False``.
         scores : ndarray of shape (n_queries, k)
             Their normalised scores, in the input's float dtype (the first chunk's).
         """
@@ -381,6 +387,13 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 "Pass exactly one of X (query similarities), queries (query embeddings) "
                 "and chunks (query similarities by gallery shard)."
             )
+        if not isinstance(return_scores, bool | np.bool_):
+            raise TypeError(f"return_scores must be True or False; got {return_scores!r}.")
+        found = self._top_k(X, queries, chunks, k, return_scores)
+        return found if return_scores else found[0]
+
+    def _top_k(self, X, queries, chunks, k, return_scores):
+        n_gallery = self.n_features_in_
         if chunks is not None:
             return self._running_top_k(self._given_column_blocks(chunks), k, first_row=0)
         read, n_queries, dtype = self._query_source(X, queries)
@@ -394,8 +407,13 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             # One read (or matrix product) per block of whole rows: scores need no second pass.
             batches = list(gen_batches(n_queries, whole_rows))
 
+            by_bias = not return_scores and self._ranks_by_bias()
+
             def search(rows):
-                block = self._checked_scores(read(rows, slice(None)), slice(0, n_gallery), None, rows)
+                sims = read(rows, slice(None))
+                block = self._bias_ranked(sims, rows) if by_bias else None
+                if block is None:
+                    block = self._checked_scores(sims, slice(0, n_gallery), None, rows)
                 return row_top_k_indices(block, k)
 
             n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
@@ -414,6 +432,18 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
 
             indices[rows], scores[rows] = self._running_top_k(column_blocks, k, first_row=rows.start)
         return indices, scores
+
+    def _ranks_by_bias(self):
+        """Whether rows rank as ``s - bias`` while scores need a per-row term (CSLS)."""
+        bias_form = hasattr(self, "_gallery_bias") and not self._is_gated()
+        return bias_form and self._needs_whole_rows()
+
+    def _bias_ranked(self, sims, rows):
+        """``sims - gallery_bias()``, or None where it overflows (then scores rank)."""
+        check_finite_block(sims, rows, name="X")
+        with np.errstate(over="ignore", invalid="ignore"):
+            ranked = np.subtract(sims, self._gallery_bias().astype(sims.dtype))
+        return ranked if all_finite(ranked) else None
 
     def _running_top_k(self, column_blocks, k, first_row):
         """Top k of the rows that ``column_blocks()`` yields as (columns, block) pairs."""
