@@ -356,7 +356,7 @@ def lifetime_peak(figures):
 
 
 def print_targets(tools, setup_times, search_times, memory):
-    """The issue's targets: ours <= 0.8x the torch peer and <= 1.3x / 1.2x the product."""
+    """The targets: ours <= 0.8x the torch peer and <= 1.3x / 1.2x the product."""
     names = {t.kind: t.name for t in tools if t.kind != "ours"}
     if "peer-torch" not in names:
         return

@@ -82,7 +82,7 @@ def k_occurrence(sims, k):
     return counts
 
 
-# -- issue 10: NNN, DN, querybank z-norm, mutual proximity (SPEC, "Later methods") --------
+# -- NNN, DN, querybank z-norm, mutual proximity (SPEC, "Later methods") ----------------
 
 
 def nnn(query_sims, bank_sims, k, alpha):

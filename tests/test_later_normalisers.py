@@ -1,4 +1,4 @@
-"""NNN, DN (weighted Centering), querybank z-norm and mutual proximity (issue 10).
+"""NNN, DN (weighted Centering), querybank z-norm and mutual proximity.
 
 Each against a dense reference written from SPEC's formula (tests/reference.py), on
 precomputed and embedding input, chunked and not; the stated equivalences; the
