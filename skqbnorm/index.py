@@ -24,6 +24,8 @@ from .normalisers import (
 )
 from .normalisers._bias import BiasFormMixin
 
+__all__ = ["NormalisedIndex"]
+
 # Elements (float64) of the blocks that exact scoring gathers: 16 MiB.
 _BLOCK_ELEMENTS = 1 << 21
 

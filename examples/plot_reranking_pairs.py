@@ -1,0 +1,84 @@
+"""
+=====================================
+Rerankers and pair strategies
+=====================================
+
+The hinge and preference-strength rerankers keep the order of selected *pairs* of the
+initial list: the pairs at most ``rho`` positions apart (``"rho_adjacent"``, the
+default), all pairs, the top of the list against its bottom (``"top_bottom"``), or
+pseudo-positives from clustering the top against its bottom (``"clustering"``). This
+example compares them, and the point-wise and random-walk baselines, on scikit-learn's
+handwritten digits (:func:`~skqbnorm.datasets.load_digits_reranking`), as the change in
+mean average precision against the initial scores with a 95% paired bootstrap interval
+over the ten queries.
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from skqbnorm import (
+    HingeReranker,
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
+)
+from skqbnorm.datasets import load_digits_reranking
+from skqbnorm.metrics import average_precision
+
+data = load_digits_reranking()
+queries = np.unique(data.groups)
+
+
+def per_query_ap(scores):
+    """Average precision of every query's list."""
+    return np.array([average_precision(scores[data.groups == query],
+                                       data.relevance[data.groups == query])
+                     for query in queries])
+
+
+def paired_bootstrap(values, reference, n_resamples=5000, seed=0):
+    """Change in the mean and its 95% percentile interval over resampled queries."""
+    rng = np.random.default_rng(seed)
+    resamples = rng.integers(0, len(values), size=(n_resamples, len(values)))
+    changes = (values[resamples] - reference[resamples]).mean(axis=1)
+    return ((values - reference).mean(), *np.percentile(changes, [2.5, 97.5]))
+
+
+rerankers = {
+    "hinge, rho-adjacent": HingeReranker(),
+    "hinge, top-bottom": HingeReranker(pairs="top_bottom", n_top=30, n_bottom=100),
+    "hinge, clustering": HingeReranker(pairs="clustering", n_top=20, n_bottom=200,
+                                       n_clusters=2, random_state=0),
+    "preference strength, rho-adjacent": PreferenceStrengthReranker(),
+    "preference strength, all pairs": PreferenceStrengthReranker(pairs="all", c=1e-4),
+    "point-wise": PointwiseReranker(),
+    "random walk": RandomWalkReranker(),
+}
+initial_ap = per_query_ap(data.initial_scores)
+print(f"initial MAP {initial_ap.mean():.3f}")
+changes = {}
+for name, reranker in rerankers.items():
+    scores = reranker.fit_predict(data.features, data.initial_scores, groups=data.groups)
+    changes[name] = paired_bootstrap(per_query_ap(scores), initial_ap)
+    change, low, high = changes[name]
+    print(f"{name:34s} MAP {initial_ap.mean() + change:.3f}  change {change:+.3f} "
+          f"[{low:+.3f}, {high:+.3f}]")
+
+# %%
+# Every reranker improves on the initial list here, most with intervals clear of zero.
+# With all pairs the far pairs set the mean squared gap, so the near pairs weigh more
+# than with rho-adjacent pairs, and c must be searched lower (here 1e-4 instead of the
+# default 0.03). Ten queries make the intervals wide: the ordering of the rerankers is
+# not settled by this data.
+fig, ax = plt.subplots(figsize=(7, 4))
+names = list(changes)
+values = np.array([changes[name] for name in names])
+ax.errorbar(values[:, 0], np.arange(len(names)),
+            xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]], fmt="o",
+            capsize=3)
+ax.axvline(0, color="black", linestyle="--", linewidth=1)
+ax.set_yticks(np.arange(len(names)), names)
+ax.invert_yaxis()
+ax.set_xlabel("change in MAP against the initial scores, 95% paired bootstrap interval")
+fig.tight_layout()
+plt.show()
