@@ -32,6 +32,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    "myst_parser",  # the performance page includes the README's figures
 ]
 
 templates_path = ["_templates"]
