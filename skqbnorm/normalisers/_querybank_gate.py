@@ -29,6 +29,9 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     adversarial-bank gain (+0.85 and +1.84), and changed far-domain R@1 by 0.00 on
     every split (ungated: -0.17 +- 0.26 and -0.57 +- 0.31).
 
+    Because ``fit`` needs the queries to serve, scikit-learn's ``check_estimator``
+    (which fits on ``X`` alone) does not apply; the wrapped normaliser passes it.
+
     Parameters
     ----------
     normaliser : estimator, default=None
