@@ -165,13 +165,15 @@ def embedding_products(queries, gallery_t, rows, name, metric, first_column=0):
     )
 
 
-def check_finite_block(block, rows, name="querybank", first_column=0):
+def check_finite_block(block, rows, name="querybank", first_column=0, *, row_name=None,
+                       item="gallery item"):
+    """An error naming the first NaN/inf of ``block``: its row (of ``row_name``) and ``item``."""
     if all_finite(block):
         return
     bad = np.argwhere(~np.isfinite(block))[0]
     raise ValueError(
-        f"Input {name} contains NaN or infinity: the similarity of {name} row "
-        f"{rows.start + bad[0]} to gallery item {first_column + bad[1]} is {block[tuple(bad)]}."
+        f"Input {name} contains NaN or infinity: the similarity of {row_name or name} row "
+        f"{rows.start + bad[0]} to {item} {first_column + bad[1]} is {block[tuple(bad)]}."
     )
 
 
@@ -545,10 +547,7 @@ class RowTopKUnion:
         self.mask = np.zeros(n_columns, dtype=bool)
 
     def update(self, block, rows):
-        if self.k == 1:
-            self.mask[block.argmax(axis=1)] = True
-        else:
-            self.mask[row_top_k_indices(block, self.k)[0]] = True
+        self.mask[row_top_k_indices(block, self.k)[0]] = True
 
     def merge(self, other):
         self.mask |= other.mask

@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_array
 from .._dask import is_dask_array, reduce_dask_bank
 from .._stats import (
     ProbeMatrix,
-    all_finite,
+    check_finite_block,
     prepare_embeddings,
     reduce_bank,
 )
@@ -213,12 +213,8 @@ class _CrossSims(ProbeMatrix):
 
     def block(self, rows, first_row=0):
         block = super().block(rows, first_row)
-        if not all_finite(block):
-            bad = tuple(np.argwhere(~np.isfinite(block))[0])
-            raise ValueError(
-                f"Input {self.name} contains NaN or infinity: the similarity of querybank row "
-                f"{first_row + rows.start + bad[0]} to gallery-bank item {bad[1]} is {block[bad]}."
-            )
+        numbered = slice(first_row + rows.start, first_row + rows.stop)
+        check_finite_block(block, numbered, self.name, row_name="querybank", item="gallery-bank item")
         return block
 
 
