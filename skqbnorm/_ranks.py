@@ -88,7 +88,7 @@ class ColumnRanks:
         About how many values are searched at once (at least one column's).
     """
 
-    window = 16
+    window = 15  # 2**4 - 1: four bisection steps
     buckets_per_row = 0.5
 
     def __init__(self, sorted_columns, tile_size=1 << 16):
@@ -101,17 +101,18 @@ class ColumnRanks:
         self.overfull = table_dtype(np.iinfo(table_dtype).max)  # marks a bucket over the window
         self.column_start = np.arange(n_columns) * n_rows
         self._set_grid()
-        self._table = None
+        self._table = self._overfull_columns = None
 
     @property
     def table(self):
         """Built at the first count, so that fitting costs only the sort."""
         if self._table is None:
-            self._table = self._build_table()
+            self._table, self._overfull_columns = self._build_table()
         return self._table
 
     def __getstate__(self):
-        return {**self.__dict__, "_table": None}  # a pickle need not carry the table
+        # A pickle need not carry the table.
+        return {**self.__dict__, "_table": None, "_overfull_columns": None}
 
     def _set_grid(self):
         """Per column, the scale and shift that map its central values onto the buckets."""
@@ -133,6 +134,7 @@ class ColumnRanks:
     def _build_table(self):
         n_rows, n_columns = self.sorted.shape
         table = np.empty(n_columns * self.n_buckets, dtype=self.overfull.dtype)
+        overfull_columns = np.empty(n_columns, dtype=bool)
         width = max(1, (1 << 20) // n_rows)
         for first in range(0, n_columns, width):
             columns = slice(first, min(first + width, n_columns))
@@ -145,9 +147,11 @@ class ColumnRanks:
             np.cumsum(ends, axis=1, out=ends)
             sizes = np.diff(ends, axis=1, prepend=0)
             window_start = np.maximum(ends - self.window, 0)
-            window_start[sizes > self.window] = self.overfull
+            overfull = sizes > self.window
+            window_start[overfull] = self.overfull
+            overfull_columns[columns] = overfull.any(axis=1)
             table[first * self.n_buckets : columns.stop * self.n_buckets] = window_start.ravel()
-        return table
+        return table, overfull_columns
 
     def _buckets(self, values, columns):
         """Table index of the bucket of every ``values[j, q]`` in column ``columns[j]``."""
@@ -170,6 +174,18 @@ class ColumnRanks:
         self._count(values, columns, (np.less_equal,), (out,))
         return out
 
+    def count_greater_by_column(self, values, columns, dtype=np.intp):
+        """``#{i : sorted[i, columns[j]] > values[j, q]}``: row ``j`` of C-contiguous
+        ``values`` holds values to count in column ``columns[j]`` (an index array).
+
+        For a caller that tiles by itself (:meth:`tiles`) and finishes the counts
+        in the same layout, while they are in cache; ``dtype`` the counts' (a float
+        dtype saves a conversion where they meet floats).
+        """
+        out = np.empty(values.shape, dtype=dtype)
+        self._count_tile(values, columns, (np.less_equal,), (out,))
+        return out
+
     def count_below_midpoint(self, values, columns=slice(None)):
         """``#{i : sorted[i, c] < v} + #{i : sorted[i, c] == v} / 2``, v = values[q, j].
 
@@ -183,13 +199,16 @@ class ColumnRanks:
         above += self.sorted.shape[0]
         return above
 
+    def tiles(self, n_values, n_columns):
+        """Slices of ``n_columns`` columns, each about ``tile_size`` values of ``n_values`` rows."""
+        width = max(1, self.tile_size // max(n_values, 1))
+        return [slice(start, min(start + width, n_columns)) for start in range(0, n_columns, width)]
+
     def _count(self, values, columns, compares, outs):
         """Per compare ``c``, ``#{i : not c(sorted[i, col], v)}`` into ``outs``, tile by tile."""
         values = np.asarray(values)
         columns = np.arange(self.sorted.shape[1])[columns]  # a slice or the columns' indices
-        width = max(1, self.tile_size // max(values.shape[0], 1))
-        for start in range(0, values.shape[1], width):
-            tile = slice(start, min(start + width, values.shape[1]))
+        for tile in self.tiles(*values.shape):
             self._count_tile(
                 np.ascontiguousarray(values[:, tile].T),  # a column's values together
                 columns[tile],
@@ -198,16 +217,16 @@ class ColumnRanks:
             )
 
     def _count_tile(self, targets, columns, compares, outs):
+        # "clip": a NaN value's bucket index is arbitrary (and "wrap" loops over it).
         window_start = self.table.take(self._buckets(targets, columns), mode="clip")
-        starts = window_start.astype(np.intp)
-        starts += self.column_start[columns, None]
+        starts = np.add(window_start, self.column_start[columns, None], dtype=np.intp)
         column_end = self.column_start[columns, None] + self.sorted.shape[0]
         flat = self.sorted.ravel(order="F")  # a view
         for number, (compare, out) in enumerate(zip(compares, outs)):
             last = number == len(compares) - 1
             position = bisect(flat, starts if last else starts.copy(), targets, self.window, compare)
             np.subtract(column_end, position, out=out, casting="unsafe")
-        if window_start.max(initial=0) == self.overfull:
+        if self._overfull_columns[columns].any():
             self._count_overfull(targets, columns, window_start, compares, outs)
 
     def _count_overfull(self, targets, columns, window_start, compares, outs):
@@ -227,20 +246,36 @@ def bisect(flat, position, values, span, compare):
 
     For every search, ``compare`` must hold on a prefix of ``flat[position:position +
     span]`` (true for ``<=`` or ``<`` on sorted values). Every search takes the same
-    ceil(log2(span)) + 1 steps, in a few whole-array passes each; ``position`` is
-    updated in place and returned.
+    steps, in a few whole-array passes each: ``j`` for a span of ``2**j - 1`` (its
+    ``2**j`` possible counts, one bit a step), ``ceil(log2(span)) + 1`` for another.
+    ``position`` is updated in place and returned.
     """
     probed = np.empty(position.shape, dtype=flat.dtype)
     hit = np.empty(position.shape, dtype=bool)
-    step = np.empty_like(position)
+    # Steps below 256 in bytes: the byte product is cheap, and so is its widening sum.
+    step = np.empty(position.shape, dtype=np.uint8 if span < 256 else position.dtype)
+    hits = hit.view(np.uint8) if span < 256 else hit
+
+    def advance(by):
+        np.multiply(hits, step.dtype.type(by), out=step)
+        np.add(position, step, out=position)
+
+    # Every position probed is in range: "wrap" never wraps, and writes straight to out.
+    if span & (span + 1) == 0:
+        bit = (span + 1) // 2
+        while bit:  # the count's bits, highest first
+            flat[bit - 1 :].take(position, out=probed, mode="wrap")  # flat[position + bit - 1]
+            compare(probed, values, out=hit)
+            advance(bit)
+            bit //= 2
+        return position
     while span > 1:
         half = span // 2
-        flat[half:].take(position, out=probed, mode="clip")  # flat[position + half]
+        flat[half:].take(position, out=probed, mode="wrap")  # flat[position + half]
         compare(probed, values, out=hit)
-        np.multiply(hit, half, out=step)
-        position += step
+        advance(half)
         span -= half
-    flat.take(position, out=probed, mode="clip")  # "clip" writes straight to out
+    flat.take(position, out=probed, mode="wrap")
     compare(probed, values, out=hit)
     position += hit
     return position

@@ -140,7 +140,11 @@ def all_finite(block):
     an entry is NaN or infinite or the squares overflow; only then is the slower
     elementwise test needed.
     """
-    return bool(np.isfinite(np.vdot(block, block)) or np.isfinite(block).all())
+    if block.ndim == 2 and not block.flags.c_contiguous:
+        squares = np.einsum("ij,ij->", block, block)  # vdot would copy a strided view
+    else:
+        squares = np.vdot(block, block)
+    return bool(np.isfinite(squares) or np.isfinite(block).all())
 
 
 def embedding_products(queries, gallery_t, rows, name, metric, first_column=0):

@@ -10,7 +10,18 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 
 import skqbnorm._stats
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DualSoftmax,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
+    SinkhornNormalisation,
+)
 from skqbnorm._ranks import count_greater
 from skqbnorm._stats import (
     ColumnLogSumExp,
@@ -345,3 +356,36 @@ def test_count_greater_at_equal_values():
     values = np.array([[2.0, 2.0], [1.0, 1.0], [3.0, 3.0], [0.0, 2.5]])
     # strictly greater: equal entries never count
     assert_array_equal(count_greater(sorted_columns, values), [[1, 0], [3, 4], [0, 0], [4, 0]])
+
+
+READ_ONLY_CASES = [
+    InvertedSoftmax(beta=5.0),
+    DynamicInvertedSoftmax(beta=5.0, k=2),
+    CSLS(k=3),
+    GloballyCorrected(),
+    Centering(),
+    NearestNeighborNormalization(k=2),
+    QueryBankZNorm(),
+    MutualProximity(),
+    MutualProximity(method="empiric"),
+    SinkhornNormalisation(),
+    DualSoftmax(),
+]
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # Sinkhorn's
+@pytest.mark.parametrize("estimator", READ_ONLY_CASES, ids=repr)
+@pytest.mark.parametrize("working_memory", [1e-4, None])
+@pytest.mark.parametrize("n_queries", [1, 40])
+def test_transform_and_top_k_never_write_into_x(rng, estimator, working_memory, n_queries):
+    # Blocks of one row or one column are views that a careless "contiguous copy"
+    # would hand back unchanged; a read-only X makes any write into it an error.
+    bank = rng.normal(size=(60, 30))
+    queries = rng.normal(size=(n_queries, 30))
+    frozen = queries.copy()
+    frozen.flags.writeable = False
+    fitted = clone(estimator).set_params(working_memory=working_memory).fit(bank)
+    assert_array_equal(fitted.transform(frozen), fitted.transform(queries.copy()))
+    for got, want in zip(fitted.top_k(frozen, k=5), fitted.top_k(queries.copy(), k=5)):
+        assert_array_equal(got, want)
+    assert_array_equal(frozen, queries)
