@@ -591,7 +591,8 @@ def row_top_k_indices(block, k):
     if k == 1:
         best = block.argmax(axis=1)[:, None]
         return best, np.take_along_axis(block, best, axis=1)
-    n_groups = min(n_columns // 4, 4 * k)
+    # Many groups (over 4k) tighten the bound, and long runs make the maxima fast.
+    n_groups = min(n_columns // 4, max(4 * k, 1024))
     if n_groups < k:  # groups too small for a useful bound
         candidates = _partition_top_k_mask(block, k) if k < n_columns else np.ones(block.shape, bool)
     else:

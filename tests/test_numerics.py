@@ -389,3 +389,32 @@ def test_transform_and_top_k_never_write_into_x(rng, estimator, working_memory, 
     for got, want in zip(fitted.top_k(frozen, k=5), fitted.top_k(queries.copy(), k=5)):
         assert_array_equal(got, want)
     assert_array_equal(frozen, queries)
+
+
+def test_a_search_by_bias_names_an_overflowing_product(rng):
+    # The bias-ranked search subtracts in place from an unchecked product; an
+    # overflowing product must still be named, as the scored search names it.
+    bank = rng.normal(size=(20, 8)).astype(np.float32)
+    gallery = rng.normal(size=(30, 8)).astype(np.float32)
+    fitted = CSLS(k=3, metric="dot").fit(bank, gallery=gallery)
+    queries = np.full((4, 8), 1e38, dtype=np.float32) * np.sign(gallery[:1])
+    for return_scores in (False, True):
+        with pytest.raises(ValueError, match=r"overflows float32 under metric='dot'"):
+            fitted.top_k(queries=queries, k=5, return_scores=return_scores)
+
+
+def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(rng):
+    # Finite products, but s - bias overflows float32: the search falls back to the
+    # scores, from the product as it was (not the block overwritten in place), and
+    # names the overflow exactly as the scored search does.
+    bank = np.full((6, 2), -3e38, dtype=np.float32)  # bias r_B / 2 = -1.5e38
+    gallery = np.array([[1.0, 0.0]] * 4, dtype=np.float32)
+    fitted = CSLS(k=3, metric="dot").fit(bank, gallery=gallery)
+    assert fitted._ranks_by_bias()
+    queries = np.array([[2e38, 0.0]] * 10, dtype=np.float32)  # 10: whole-row blocks
+    messages = []
+    for return_scores in (False, True):
+        with pytest.raises(ValueError, match=r"scores of the finite similarities X overflow") as error:
+            fitted.top_k(queries=queries, k=2, return_scores=return_scores)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]

@@ -410,11 +410,16 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             by_bias = not return_scores and self._ranks_by_bias()
 
             def search(rows):
-                sims = read(rows, slice(None))
-                block = self._bias_ranked(sims, rows) if by_bias else None
-                if block is None:
-                    block = self._checked_scores(sims, slice(0, n_gallery), None, rows)
-                return row_top_k_indices(block, k)
+                if by_bias:
+                    # A product is ours to overwrite, and the finite test of the ranking
+                    # covers it; given similarities are neither.
+                    owned = X is None
+                    sims = read(rows, slice(None), checked=not owned)
+                    ranked = self._bias_ranked(sims, rows, in_place=owned)
+                    if ranked is not None:
+                        return row_top_k_indices(ranked, k)
+                sims = read(rows, slice(None)) if not by_bias or X is None else sims
+                return row_top_k_indices(self._checked_scores(sims, slice(0, n_gallery), None, rows), k)
 
             n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
             with blas_share(n_parts):
@@ -438,12 +443,20 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         bias_form = hasattr(self, "_gallery_bias") and not self._is_gated()
         return bias_form and self._needs_whole_rows()
 
-    def _bias_ranked(self, sims, rows):
-        """``sims - gallery_bias()``, or None where it overflows (then scores rank)."""
-        check_finite_block(sims, rows, name="X")
+    def _bias_ranked(self, sims, rows, in_place):
+        """``sims - gallery_bias()``, or None where it overflows (then scores rank).
+
+        ``in_place`` overwrites ``sims``, which must then be finite (a checked
+        product); otherwise a NaN or an infinity in ``sims`` is named.
+        """
         with np.errstate(over="ignore", invalid="ignore"):
-            ranked = np.subtract(sims, self._gallery_bias().astype(sims.dtype))
-        return ranked if all_finite(ranked) else None
+            bias = self._gallery_bias().astype(sims.dtype)
+            ranked = np.subtract(sims, bias, out=sims if in_place else None)
+        if all_finite(ranked):  # then so is sims
+            return ranked
+        if not in_place:
+            check_finite_block(sims, rows, name="X")
+        return None
 
     def _running_top_k(self, column_blocks, k, first_row):
         """Top k of the rows that ``column_blocks()`` yields as (columns, block) pairs."""
@@ -500,19 +513,27 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         return column_blocks
 
     def _query_source(self, X, queries):
-        """A reader ``read(rows, columns)`` of query similarity blocks, n_queries, dtype."""
+        """A reader ``read(rows, columns, checked=...)`` of query similarity blocks, n_queries, dtype.
+
+        Given similarities are read as they are (their checks come later); products
+        are tested for overflow unless ``checked=False``.
+        """
         if X is not None:
             sims = self._check_query_sims(X)
             dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
 
-            def read(rows, columns):
+            def read(rows, columns, checked=False):
                 return np.asarray(sims[rows, columns], dtype=dtype)
 
             return read, sims.shape[0], dtype
         prepared = self._check_queries(queries)
         gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
 
-        def product(rows, columns):
+        def product(rows, columns, checked=True):
+            """The products; unless ``checked``, not yet tested for overflow."""
+            if not checked:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    return prepared[rows] @ gallery[columns].T
             return embedding_products(
                 prepared[rows], gallery[columns].T, rows, "queries", self.metric, columns.start
             )
