@@ -13,7 +13,15 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 import skqbnorm.normalisers._base
-from skqbnorm import CSLS, DynamicInvertedSoftmax, NearestNeighborNormalization
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DynamicInvertedSoftmax,
+    InvertedSoftmax,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
+    SinkhornNormalisation,
+)
 from skqbnorm._stats import ColumnTopKMean, RowTopKUnion, row_top_k, row_top_k_indices, top_k_mask
 
 
@@ -145,8 +153,20 @@ def test_numpy_integer_k_does_not_wrap_around(rng, k):
 
 
 @pytest.mark.parametrize(
-    "estimator", [CSLS(k=5), NearestNeighborNormalization(k=4), DynamicInvertedSoftmax(k=2)], ids=repr
+    "estimator",
+    [
+        CSLS(k=5),
+        NearestNeighborNormalization(k=4),
+        DynamicInvertedSoftmax(k=2),
+        InvertedSoftmax(),
+        InvertedSoftmax(output="probability", beta=1.0),
+        Centering(weight=0.5),
+        SinkhornNormalisation(tau=0.5, n_iter=3),
+        QueryBankZNorm(),
+    ],
+    ids=repr,
 )
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # Sinkhorn's
 def test_top_k_without_scores_ranks_as_with_them(rng, estimator):
     bank, gallery, queries = rng.normal(size=(70, 9)), rng.normal(size=(400, 9)), rng.normal(size=(60, 9))
     fitted = estimator.fit(bank, gallery=gallery)

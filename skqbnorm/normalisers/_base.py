@@ -439,9 +439,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         return indices, scores
 
     def _ranks_by_bias(self):
-        """Whether rows rank as ``s - bias`` while scores need a per-row term (CSLS)."""
-        bias_form = hasattr(self, "_gallery_bias") and not self._is_gated()
-        return bias_form and self._needs_whole_rows()
+        """Whether every row ranks as ``s - bias``: a search without scores needs no more
+        (not a per-row term as CSLS's, nor IS's exponential for probabilities)."""
+        return hasattr(self, "_gallery_bias") and not self._is_gated()
 
     def _bias_ranked(self, sims, rows, in_place):
         """``sims - gallery_bias()``, or None where it overflows (then scores rank).
