@@ -10,6 +10,7 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 
 import skqbnorm._stats
+import skqbnorm.normalisers._base
 from skqbnorm import (
     CSLS,
     Centering,
@@ -403,7 +404,8 @@ def test_a_search_by_bias_names_an_overflowing_product(rng):
             fitted.top_k(queries=queries, k=5, return_scores=return_scores)
 
 
-def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(rng):
+@pytest.mark.parametrize("part_bytes", [1, None], ids=["a row a part", "one part"])
+def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(monkeypatch, part_bytes):
     # Finite products, but s - bias overflows float32: the search falls back to the
     # scores, from the product as it was (not the block overwritten in place), and
     # names the overflow exactly as the scored search does.
@@ -411,7 +413,10 @@ def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(rng):
     gallery = np.array([[1.0, 0.0]] * 4, dtype=np.float32)
     fitted = CSLS(k=3, metric="dot").fit(bank, gallery=gallery)
     assert fitted._ranks_by_bias()
-    queries = np.array([[2e38, 0.0]] * 10, dtype=np.float32)  # 10: whole-row blocks
+    # 10 rows: whole-row blocks; the overflow from the sixth on, after parts done in place
+    queries = np.array([[1.0, 0.0]] * 5 + [[2e38, 0.0]] * 5, dtype=np.float32)
+    if part_bytes is not None:
+        monkeypatch.setattr(skqbnorm.normalisers._base, "SEARCH_PART_BYTES", part_bytes)
     messages = []
     for return_scores in (False, True):
         with pytest.raises(ValueError, match=r"scores of the finite similarities X overflow") as error:

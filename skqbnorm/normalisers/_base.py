@@ -36,6 +36,9 @@ from ._gallery_bank import check_gallery_bank_use, fit_gallery_bank
 #: Fewest whole query rows per block for which :meth:`QueryBankNormaliser.top_k` reads
 #: whole rows within ``PRODUCT_MEMORY``; beyond that gallery size it streams the gallery.
 MIN_WHOLE_ROWS = 8
+#: Bytes of a block's rows that a search by bias ranks at a time (a part stays in the
+#: cache through its few passes).
+SEARCH_PART_BYTES = 4 * 2**20
 
 
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -415,9 +418,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                     # covers it; given similarities are neither.
                     owned = X is None
                     sims = read(rows, slice(None), checked=not owned)
-                    ranked = self._bias_ranked(sims, rows, in_place=owned)
-                    if ranked is not None:
-                        return row_top_k_indices(ranked, k)
+                    found = self._search_by_bias(sims, rows, k, in_place=owned)
+                    if found is not None:
+                        return found
                 sims = read(rows, slice(None)) if not by_bias or X is None else sims
                 return row_top_k_indices(self._checked_scores(sims, slice(0, n_gallery), None, rows), k)
 
@@ -442,6 +445,22 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """Whether every row ranks as ``s - bias``: a search without scores needs no more
         (not a per-row term as CSLS's, nor IS's exponential for probabilities)."""
         return hasattr(self, "_gallery_bias") and not self._is_gated()
+
+    def _search_by_bias(self, sims, rows, k, in_place):
+        """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
+
+        Each part stays in cache from its subtraction through its tests and search:
+        the product block itself is tall, for BLAS, and far larger than the cache.
+        """
+        step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
+        found = []
+        for part in gen_batches(len(sims), step):
+            part_rows = slice(rows.start + part.start, rows.start + part.stop)
+            ranked = self._bias_ranked(sims[part], part_rows, in_place)
+            if ranked is None:
+                return None
+            found.append(row_top_k_indices(ranked, k))
+        return tuple(np.concatenate(arrays) for arrays in zip(*found))
 
     def _bias_ranked(self, sims, rows, in_place):
         """``sims - gallery_bias()``, or None where it overflows (then scores rank).
