@@ -41,6 +41,22 @@ MIN_WHOLE_ROWS = 8
 SEARCH_PART_BYTES = 4 * 2**20
 
 
+def fill_blocks(out, blocks, scores, n_jobs):
+    """``out[block] = scores(block)`` for every block (an index of ``out``).
+
+    With one job each block is scored in place (``scores(block, out[block])``);
+    with several, each task returns its block, so that process-based backends
+    work too.
+    """
+    if effective_n_jobs(n_jobs) == 1:
+        for block in blocks:
+            scores(block, out[block])
+        return
+    found = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(scores)(block) for block in blocks)
+    for block, block_scores in zip(blocks, found):
+        out[block] = block_scores
+
+
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Base class of the querybank normalisers; not for direct use.
 
@@ -48,8 +64,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     streaming reductions fit needs, ``_learn(reducers)``, which stores their results
     as fitted attributes, and ``_score(sims, columns, row_state, out)``, which
     writes the normalised scores of a block of query rows restricted to the gallery
-    ``columns`` (a slice, or an index array: the candidates of a vector index) into ``out``. Methods whose scores depend on a whole row (the
-    top-1 of DIS, the neighbourhood of CSLS, the range of GC) also define
+    ``columns`` (a slice, or an index array: the candidates of a vector index)
+    into ``out``. Methods whose scores depend on a whole row (the top-1 of DIS, the
+    neighbourhood of CSLS, the range of GC) also define
     ``_row_state(sims, columns, state)``, a reduction over a row's column chunks,
     so that :meth:`top_k` can stream the gallery; ``_score`` receives that state
     for a column chunk, and None for whole rows, whose state it takes itself. A non-finite similarity must
@@ -84,10 +101,6 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         "working_memory": [NotBool(Real, 0, np.inf, closed="neither"), None],
         "n_jobs": [NotBool(Integral, None, None, closed="neither"), None],
     }
-
-    #: Blocks of query rows that transform's ``working_memory`` must hold at once (its
-    #: input, scores and temporaries): fewer for methods whose lookups gain from tall blocks.
-    _transform_buffers = 16
 
     def __init__(self, *, metric="cosine", working_memory=None, n_jobs=None):
         self.metric = metric
@@ -258,23 +271,20 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         sims = self._check_query_sims(X)
         dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
         out = np.empty(sims.shape, dtype=dtype)
-        step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, self._transform_buffers)
-        batches = list(gen_batches(sims.shape[0], step))
-
-        def block(rows):
-            return np.asarray(sims[rows], dtype=dtype)
-
-        if effective_n_jobs(self.n_jobs) == 1:
-            for rows in batches:
-                self._checked_scores(block(rows), slice(None), None, rows, out[rows])
-        else:  # each task returns its block, so that process-based backends work too
-            blocks = Parallel(n_jobs=self.n_jobs, prefer="threads")(
-                delayed(self._checked_scores)(block(rows), slice(None), None, rows)
-                for rows in batches
-            )
-            for rows, block in zip(batches, blocks):
-                out[rows] = block
+        self._transform_into(sims, dtype, out)
         return out
+
+    def _transform_into(self, sims, dtype, out):
+        """Scores of ``sims`` into ``out``, in blocks of whole rows.
+
+        ``working_memory`` holds 16 blocks at once (input, scores, temporaries).
+        """
+        step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, 16)
+
+        def scores(rows, out=None):
+            return self._checked_scores(np.asarray(sims[rows], dtype=dtype), slice(None), None, rows, out)
+
+        fill_blocks(out, list(gen_batches(sims.shape[0], step)), scores, self.n_jobs)
 
     def _checked_scores(self, block, columns, row_state, rows, out=None):
         """``_score`` of a block of query ``rows``, or an error naming its first NaN/inf."""
@@ -343,8 +353,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         given, the gallery is streamed in column chunks within ``working_memory``
         with a running top k, and methods whose scores need a whole row (DIS, CSLS,
         GC) read each row twice. With ``n_jobs``, blocks of whole rows are searched
-        in parallel threads, each with its share of the BLAS threads. The result equals ``transform`` followed by a stable
-        sort of each row: ties go to the lowest gallery index.
+        in parallel threads, each with its share of the BLAS threads. The result
+        equals ``transform`` followed by a stable sort of each row: ties go to the
+        lowest gallery index.
 
         Parameters
         ----------
@@ -363,10 +374,11 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             Number of gallery items per query, at most n_gallery.
         return_scores : bool, default=True
             Whether to return the scores too. Without them, a bias-form method
-            whose scores carry a per-query term that does not change a row's
-            ranking (CSLS's ``r_G(q)``) ranks each row by ``s - gallery_bias()``
-            and skips that term: the same ranking in exact arithmetic, found
-            without each row's own top k.
+            (not gated per query) ranks each row by ``s - gallery_bias()``, on the
+            product overwritten in place in embedding mode, and skips whatever
+            does not change a row's ranking (CSLS's per-query ``r_G(q)`` and own
+            top k, IS's exponential for probabilities): the same ranking in exact
+            arithmetic.
 
         Pass exactly one of ``X``, ``queries`` and ``chunks``.
 
@@ -413,7 +425,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             by_bias = not return_scores and self._ranks_by_bias()
 
             def search(rows):
-                if by_bias:
+                if not by_bias:
+                    sims = read(rows, slice(None))
+                else:
                     # A product is ours to overwrite, and the finite test of the ranking
                     # covers it; given similarities are neither.
                     owned = X is None
@@ -421,7 +435,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                     found = self._search_by_bias(sims, rows, k, in_place=owned)
                     if found is not None:
                         return found
-                sims = read(rows, slice(None)) if not by_bias or X is None else sims
+                    if owned:  # overwritten: the product again, checked
+                        sims = read(rows, slice(None))
                 return row_top_k_indices(self._checked_scores(sims, slice(0, n_gallery), None, rows), k)
 
             n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
@@ -452,24 +467,25 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         Each part stays in cache from its subtraction through its tests and search:
         the product block itself is tall, for BLAS, and far larger than the cache.
         """
+        bias = self._gallery_bias().astype(sims.dtype)
         step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
         found = []
         for part in gen_batches(len(sims), step):
             part_rows = slice(rows.start + part.start, rows.start + part.stop)
-            ranked = self._bias_ranked(sims[part], part_rows, in_place)
+            ranked = self._bias_ranked(sims[part], bias, part_rows, in_place)
             if ranked is None:
                 return None
             found.append(row_top_k_indices(ranked, k))
         return tuple(np.concatenate(arrays) for arrays in zip(*found))
 
-    def _bias_ranked(self, sims, rows, in_place):
-        """``sims - gallery_bias()``, or None where it overflows (then scores rank).
+    @staticmethod
+    def _bias_ranked(sims, bias, rows, in_place):
+        """``sims - bias``, or None where it overflows (then scores rank).
 
         ``in_place`` overwrites ``sims``, which must then be finite (a checked
         product); otherwise a NaN or an infinity in ``sims`` is named.
         """
         with np.errstate(over="ignore", invalid="ignore"):
-            bias = self._gallery_bias().astype(sims.dtype)
             ranked = np.subtract(sims, bias, out=sims if in_place else None)
         if all_finite(ranked):  # then so is sims
             return ranked

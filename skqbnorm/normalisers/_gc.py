@@ -1,15 +1,11 @@
 """Globally-Corrected retrieval (GC)."""
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.utils import gen_batches
-from sklearn.utils.validation import check_is_fitted
 
-from .._dask import is_dask_array
 from .._ranks import ColumnRanks, SortedColumns
 from .._stats import all_finite, check_finite_block, rows_per_chunk
-from .._validation import float_dtype
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormaliser, fill_blocks
 
 
 class GloballyCorrected(QueryBankNormaliser):
@@ -74,38 +70,19 @@ class GloballyCorrected(QueryBankNormaliser):
     array([[-1.5, -1. ]])
     """
 
-    def transform(self, X):
-        """Globally-corrected scores of query-by-gallery similarities.
+    def _transform_into(self, sims, dtype, out):
+        """Scores in blocks as tall as ``working_memory`` allows for 256 columns.
 
-        Blocks are as tall as ``working_memory`` allows for 256 columns, so that the
-        sorted bank columns are read from memory once per block, not once per few
-        hundred queries; each block is scored in column strips after a first pass
-        for its rows' extremes.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_queries, n_gallery)
-            Similarities of new queries to the fitted gallery, one row per query.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_queries, n_gallery)
-            ``-Rank_g(q) + u``, in the dtype of ``X``.
+        The sorted bank columns are then read from memory once per block, not once
+        per few hundred queries.
         """
-        check_is_fitted(self)
-        if is_dask_array(X):
-            return super().transform(X)
-        sims = self._check_query_sims(X)
-        dtype = float_dtype(sims, "X")
-        out = np.empty(sims.shape, dtype=dtype)
-        n_queries, n_gallery = sims.shape
-        height = rows_per_chunk(min(n_gallery, 256), dtype.itemsize, self.working_memory, 1)
-        for rows in gen_batches(n_queries, height):
+        height = rows_per_chunk(min(sims.shape[1], 256), dtype.itemsize, self.working_memory, 1)
+        for rows in gen_batches(sims.shape[0], height):
             self._transform_rows(sims, rows, dtype, out)
-        return out
 
     def _transform_rows(self, sims, rows, dtype, out):
-        """Scores of a block of rows, in column strips within ``working_memory``."""
+        """A block of rows, in column strips within ``working_memory``, after a first
+        pass for the rows' extremes."""
         width = rows_per_chunk(rows.stop - rows.start, dtype.itemsize, self.working_memory, 1)
         strips = list(gen_batches(sims.shape[1], width))
 
@@ -121,21 +98,13 @@ class GloballyCorrected(QueryBankNormaliser):
             for columns in strips:
                 check_finite_block(strip(columns), rows, name="X", first_column=columns.start)
 
-        def scores(columns, out=None):
-            block = strip(columns)
-            out = np.empty_like(block) if out is None else out
-            self._score(block, columns, extremes, out)
+        def scores(block, out=None):
+            values = strip(block[1])
+            out = np.empty_like(values) if out is None else out
+            self._score(values, block[1], extremes, out)
             return out
 
-        if effective_n_jobs(self.n_jobs) == 1:
-            for columns in strips:
-                scores(columns, out[rows, columns])
-            return
-        blocks = Parallel(n_jobs=self.n_jobs, prefer="threads")(
-            delayed(scores)(columns) for columns in strips
-        )
-        for columns, block in zip(strips, blocks):
-            out[rows, columns] = block
+        fill_blocks(out, [(rows, columns) for columns in strips], scores, self.n_jobs)
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [SortedColumns()]
