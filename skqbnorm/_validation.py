@@ -94,17 +94,17 @@ def check_labels(values, name, length, of="scores"):
     return labels.astype(bool)
 
 
-def check_sims(sims):
+def check_sims(sims, name="sims"):
     """A non-empty 2-D float32/float64 similarity matrix with finite entries."""
-    sims = real_array(sims, "sims")
+    sims = real_array(sims, name)
     if sims.ndim != 2 or sims.size == 0:
         raise ValueError(
-            "sims must be a non-empty 2-D array of shape (n_queries, n_gallery); "
+            f"{name} must be a non-empty 2-D array of shape (n_queries, n_gallery); "
             f"got shape {sims.shape}."
         )
     if sims.dtype not in (np.float32, np.float64):
         sims = sims.astype(np.float64)
-    check_finite_block(sims, slice(0, len(sims)), name="sims")
+    check_finite_block(sims, slice(0, len(sims)), name=name)
     return sims
 
 

@@ -258,12 +258,12 @@ class ChangesAgainstRaw:
 
 
 def evaluate(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, gallery_bank=None,
-             bank_name=None, progress=None, command="evaluate", changes=None):
+             bank_name=None, progress=None, command="evaluate", changes):
     """One row of retrieval metrics and hubness per method, and the last scores.
 
     With ``bank_name`` each row names its bank: ``bank_name``, or what a method that
-    uses no querybank scores by (:data:`NO_BANK`). With ``changes`` (a
-    :class:`ChangesAgainstRaw`) each row also carries its :data:`CHANGE_FIELDS`.
+    uses no querybank scores by (:data:`NO_BANK`). Each row also carries its
+    :data:`CHANGE_FIELDS` from ``changes`` (a :class:`ChangesAgainstRaw`).
     """
     rows, scores = [], None
     for method in methods:
@@ -278,8 +278,7 @@ def evaluate(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, gallery_b
         row.update(retrieval_metrics(scores, gt))
         row["skewness"] = hubness(scores, k=min(10, scores.shape[1]))["skewness"]
         row["seconds"] = time.perf_counter() - start
-        if changes is not None:
-            row.update(changes(method, scores))
+        row.update(changes(method, scores))
         rows.append(row)
         if progress:
             progress(f"  {where}: {row['seconds']:.2f} s")
@@ -334,9 +333,8 @@ def check_sizes(normaliser, n_bank, n_gallery):
 
 
 def format_rows(rows, style="table"):
-    changes = [key for key in CHANGE_FIELDS if key in rows[0]]
     keys = [key for key in ("bank", "method") if key in rows[0]] + list(COLUMNS) + ["seconds"]
-    keys += changes
+    keys += CHANGE_FIELDS
     if style == "json":
         return json.dumps([{key: row[key] for key in keys} for row in rows], indent=2)
     if style == "csv":
@@ -349,14 +347,13 @@ def format_rows(rows, style="table"):
                   for key in ("bank", "method") if key in rows[0]}
     header = "".join(f"{key:<{width + 2}}" for key, width in text_width.items())
     header += "".join(f"{'skew' if c == 'skewness' else c:>8}" for c in COLUMNS)
-    if changes:
-        header += f"{'R@1 change':>12}{f'{CONFIDENCE:.0%} interval':>16}{'McNemar p':>11}"
+    header += f"{'R@1 change':>12}{f'{CONFIDENCE:.0%} interval':>16}{'McNemar p':>11}"
     lines = [header, "-" * len(header)]
     for row in rows:
         line = "".join(f"{row[key]!s:<{width + 2}}" for key, width in text_width.items())
         line += "".join(f"{row[c]:>8.2f}" if c == "skewness" else f"{row[c]:>8.1f}"
                         for c in COLUMNS)
-        if changes and row["R@1 change"] is not None:
+        if row["R@1 change"] is not None:
             line += format_change(row, "R@1")
         lines.append(line.rstrip())
     return "\n".join(lines)

@@ -8,8 +8,8 @@ import numpy as np
 from scipy.stats import binom
 from sklearn.utils import gen_batches
 
-from .._stats import check_finite_block, rows_per_chunk
-from .._validation import check_int, check_option, check_real, real_array
+from .._stats import rows_per_chunk
+from .._validation import check_int, check_option, check_real, check_sims
 from ._ranking import _average_precisions
 from ._retrieval import TIES, _document_ties, _hits, correct_item_ranks
 
@@ -332,21 +332,10 @@ def _generator(random_state):
 
 
 def _check_pair(scores_a, scores_b):
-    scores_a, scores_b = _check_scores(scores_a, "scores_a"), _check_scores(scores_b, "scores_b")
+    scores_a, scores_b = check_sims(scores_a, "scores_a"), check_sims(scores_b, "scores_b")
     if scores_a.shape != scores_b.shape:
         raise ValueError(
             "scores_a and scores_b must score the same queries and gallery (one shape); "
             f"got scores_a of shape {scores_a.shape} and scores_b of shape {scores_b.shape}."
         )
     return scores_a, scores_b
-
-
-def _check_scores(scores, name):
-    scores = real_array(scores, name)
-    if scores.ndim != 2 or scores.size == 0:
-        raise ValueError(f"{name} must be a non-empty 2-D array of shape (n_queries, "
-                         f"n_gallery); got shape {scores.shape}.")
-    if scores.dtype not in (np.float32, np.float64):
-        scores = scores.astype(np.float64)
-    check_finite_block(scores, slice(0, len(scores)), name=name)
-    return scores
