@@ -301,9 +301,10 @@ class NormalisedIndex(BaseEstimator):
         normaliser = self.normaliser_
         raw_k = self._raw_search_size(k)
         raw = self._index_search(queries, np.zeros(self._n_forms()), raw_k) if raw_k else None
-        row_state, top1 = self._row_state(queries, raw)
+        row_state, top1, raw_sims = self._row_state(queries, raw)
+        sims = None  # the candidates' similarities, where the raw search has them
         if not self.bias_form_:
-            candidates = raw
+            candidates, sims = raw, raw_sims
         elif normaliser._is_gated():
             forms = normaliser.row_forms(top1)
             candidates = raw[:, :k].copy()
@@ -312,7 +313,7 @@ class NormalisedIndex(BaseEstimator):
             candidates[normalised] = self._index_search(queries[normalised], tails, k)
         else:
             candidates = self._index_search(queries, np.ones(1), k)
-        scores = self._exact_scores(queries, candidates, row_state, rows)
+        scores = self._exact_scores(queries, candidates, row_state, rows, sims)
         return best_k(candidates, scores, k)
 
     def _n_forms(self):
@@ -335,29 +336,27 @@ class NormalisedIndex(BaseEstimator):
         return self.index_.search(vectors, k)[1].astype(np.intp, copy=False)
 
     def _row_state(self, queries, raw):
-        """What the normaliser's scores need of each whole row, and each query's top-1."""
+        """What the normaliser's scores need of each whole row, each query's top-1 (where
+        the scores or the gate need it), and the similarities of the raw results."""
         normaliser = self.normaliser_
         if raw is None:
-            return None, None
+            return None, None, None
         sims = self._pair_similarities(queries, raw)
-        order = np.lexsort((raw, -sims), axis=1)  # exact order: ties go to the lowest index
-        first = order[:, 0]
-        top1 = raw[np.arange(len(raw)), first]
-        top_value = sims[np.arange(len(raw)), first]
-        if isinstance(normaliser, (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax)):
-            return (top_value, top1), top1
         if isinstance(normaliser, CSLS):
-            return np.sort(sims[:, : normaliser.k], axis=1), top1
-        if isinstance(normaliser, GloballyCorrected):
-            lowest = self._index_search(-queries, np.zeros(0), 1)
-            low = self._pair_similarities(queries, lowest)
-            return (np.minimum(low, top_value[:, None]), top_value[:, None]), top1
+            return np.sort(sims[:, : normaliser.k], axis=1), None, sims
         if isinstance(normaliser, MutualProximity):
             mean, covariance = self._gallery_moments
             variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
             mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
-            return _RowMoments(mean, np.sqrt(np.maximum(variance, 0))), top1
-        return None, top1
+            return _RowMoments(mean, np.sqrt(np.maximum(variance, 0))), None, sims
+        top1, top_value = (best[:, 0] for best in best_k(raw, sims, 1))
+        if isinstance(normaliser, (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax)):
+            return (top_value, top1), top1, sims
+        if isinstance(normaliser, GloballyCorrected):
+            lowest = self._index_search(-queries, np.zeros(0), 1)
+            low = self._pair_similarities(queries, lowest)
+            return (np.minimum(low, top_value[:, None]), top_value[:, None]), top1, sims
+        return None, top1, sims
 
     def _pair_similarities(self, queries, candidates):
         """``s(q, g)`` of each query and each of its candidates (-1: -inf)."""
@@ -370,17 +369,18 @@ class NormalisedIndex(BaseEstimator):
         sims[candidates < 0] = -np.inf
         return sims
 
-    def _exact_scores(self, queries, candidates, row_state, rows):
+    def _exact_scores(self, queries, candidates, row_state, rows, sims=None):
         """The normaliser's scores of each query's candidates, from blocks of their union.
 
         The normaliser scores blocks of query rows by gallery columns, so each chunk of
         rows is scored over the union of its candidates, then gathered. The block holds
         the candidates' similarities, each computed alone (so that it does not depend on
         the chunks), and zeros elsewhere: the row state carries what the scores need of
-        the whole row.
+        the whole row. ``sims`` are the candidates' similarities, if known.
         """
         normaliser = self.normaliser_
-        sims = self._pair_similarities(queries, candidates)
+        if sims is None:
+            sims = self._pair_similarities(queries, candidates)
         found = candidates >= 0
         per_column = getattr(normaliser, "sorted_bank_", np.empty((1, 0))).shape[0]
         width = candidates.shape[1]
