@@ -129,8 +129,12 @@ class ProbeMatrix:
             for offset in range(0, len(product), step):
                 block = product[offset : offset + step]
                 rows = slice(first_row + start + offset, first_row + start + offset + len(block))
-                check_finite_block(block, rows, self.name)
+                self.check(block, rows)
                 yield rows, block
+
+    def check(self, block, rows):
+        """An error naming the first NaN/inf of a block of the rows numbered ``rows``."""
+        check_finite_block(block, rows, self.name)
 
 
 def all_finite(block):

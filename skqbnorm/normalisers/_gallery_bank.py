@@ -145,9 +145,9 @@ class GalleryBank:
             )
         return sims
 
-    def targets(self, querybank):
-        """Row blocks of ``[P | s(b, h)]``: the querybank against the gallery, then the gallery bank."""
-        cross = self.querybank_sims(querybank)
+    def targets(self, querybank, cross):
+        """Row blocks of ``[P | s(b, h)]``: the querybank against the gallery, then the
+        gallery bank (``cross``, from :meth:`querybank_sims`)."""
         if querybank.gallery_t is None:
             return _JoinedSims(querybank, cross)
         gallery_t = np.concatenate([querybank.gallery_t, cross.gallery_t], axis=1)
@@ -211,11 +211,8 @@ class _CrossSims(ProbeMatrix):
     def rows(self, rows):
         return _CrossSims(self.bank[rows], dtype=self.dtype, name=self.name)
 
-    def block(self, rows, first_row=0):
-        block = super().block(rows, first_row)
-        numbered = slice(first_row + rows.start, first_row + rows.stop)
-        check_finite_block(block, numbered, self.name, row_name="querybank", item="gallery-bank item")
-        return block
+    def check(self, block, rows):
+        check_finite_block(block, rows, self.name, row_name="querybank", item="gallery-bank item")
 
 
 class _JoinedSims(ProbeMatrix):
@@ -234,8 +231,14 @@ class _JoinedSims(ProbeMatrix):
         return _JoinedSims(self.left.rows(rows), self.right.rows(rows))
 
     def block(self, rows, first_row=0):
-        right = self.right.block(rows, first_row)  # named in its own terms if not finite
-        return np.concatenate([self.left.block(rows, first_row), right], axis=1, dtype=self.dtype)
+        blocks = [self.left.block(rows, first_row), self.right.block(rows, first_row)]
+        return np.concatenate(blocks, axis=1, dtype=self.dtype)
+
+    def check(self, block, rows):
+        """Each side named in its own terms, the right one (``s(b, h)``) first."""
+        n_left = self.left.shape[1]
+        self.right.check(block[:, n_left:], rows)
+        self.left.check(block[:, :n_left], rows)
 
 
 def reader(probe, working_memory=None, n_jobs=None):

@@ -579,7 +579,7 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
             lambda: [ColumnLogSumExp(cross.shape[1], 1.0 / self.tau)]
         )
         first = np.concatenate([first, _checked(column.result(), self.tau, "gallery bank")])
-        targets = gallery_bank.targets(passes.probe)
+        targets = gallery_bank.targets(passes.probe, cross)
         read = reader(targets, self.working_memory, self.n_jobs)
         self.gallery_bank_log_scaling_ = self._fit_sinkhorn(read, targets.shape, first, stacklevel=8)
         self.n_gallery_bank_ = cross.shape[1]
