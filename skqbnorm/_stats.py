@@ -9,6 +9,7 @@ computed block by block from bank and gallery embeddings.
 
 import itertools
 import os
+from functools import partial
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
@@ -94,6 +95,15 @@ class ProbeMatrix:
         queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
         first = slice(first_row + rows.start, first_row + rows.stop)
         return embedding_products(queries, self.gallery_t, first, self.name, self.metric)
+
+    def entries(self, rows, columns):
+        """The precomputed similarities ``P[rows, columns]`` (index arrays, broadcast) as ``self.dtype``."""
+        bank = self.bank
+        if isinstance(bank, np.ndarray) and bank.flags.c_contiguous:
+            values = np.take(bank, rows * bank.shape[1] + columns)  # flat indices: a faster gather
+        else:
+            values = bank[rows, columns]
+        return np.asarray(values, dtype=self.dtype)
 
     def product_rows(self, align=1):
         """Bank rows per matrix product in embedding mode: a power of two, at least ``align``.
@@ -194,6 +204,7 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     reducer's result is bitwise independent of the split (see ``ColumnTree``).
     """
     n_rows = probe.shape[0]
+    make_reducers = partial(_suited_to, probe, make_reducers)
     first = make_reducers()
     align = probe.alignment(alignment(first))  # whole leaves and products per job
     n_groups = -(-n_rows // align)
@@ -217,6 +228,11 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
         for reducer, other in zip(reducers, part):
             reducer.merge(other)
     return reducers
+
+
+def _suited_to(probe, make_reducers):
+    """The reducers of ``make_reducers()``, each replaced by its ``for_probe(probe)`` where it has one."""
+    return [reducer.for_probe(probe) if hasattr(reducer, "for_probe") else reducer for reducer in make_reducers()]
 
 
 def blas_share(n_parts):
@@ -448,6 +464,10 @@ class ColumnTopKMean:
     the column's buffer, and a column's buffer is merged into its top k (one
     partition of a contiguous row) only when it is full. Each block then costs one
     comparison and one search of its mask, not a partition of its columns.
+
+    This is the reduction for banks read once (embeddings, dask); ``reduce_bank``
+    swaps in ``GroupedColumnTopKMean`` (the same result, faster) for a precomputed
+    bank (see ``for_probe``).
     """
 
     #: Rows taken whole at the start: up to WARM_UP * k, within WARM_UP_MEMORY MiB
@@ -495,6 +515,10 @@ class ColumnTopKMean:
         self.buffer.ravel()[columns * capacity + slots] = values
         self.fill[touched] += counts
 
+    def for_probe(self, probe):
+        """A precomputed bank can be read again: ``GroupedColumnTopKMean`` where it suits."""
+        return GroupedColumnTopKMean(self.k, probe) if GroupedColumnTopKMean.suits(probe, self.k) else self
+
     def _start(self, block):
         self.pending.append(block)
         affordable = self.WARM_UP_MEMORY * 2**20 // (block.shape[1] * block.itemsize or 1)
@@ -538,6 +562,136 @@ class ColumnTopKMean:
     def result(self):
         # Sorted first, so that the mean does not depend on how the bank was split.
         return finite_mean(np.sort(self._settle(), axis=1), axis=1)
+
+
+class GroupedColumnTopKMean:
+    """``ColumnTopKMean`` of a precomputed bank, which fit can read again: one pass, then a few entries.
+
+    The pass keeps each column's two largest entries in every group of
+    ``leaf_rows`` consecutive bank rows, about ``GROUPS_PER_K * k`` groups (O(kN)
+    state). The k-th largest group maximum ``B`` is at most the column's k-th
+    largest entry, and an entry at or above ``B`` is its group's maximum or lies in
+    a group whose second largest is at or above ``B``. The column's top k is
+    therefore among its k largest group maxima and the entries of those groups
+    (about 3% of them), which are read again from the bank. This replaces the
+    streaming floors' search of every entry, the dearest step, by elementwise
+    maxima; the result is bitwise the same.
+    """
+
+    #: Groups per unit of k: more groups tighten ``B`` (fewer groups to read again)
+    #: and cost memory and a longer partition.
+    GROUPS_PER_K = 4
+
+    def __init__(self, k, probe):
+        self.k = int(k)
+        self.probe = probe
+        n_groups = probe.shape[0] / (self.GROUPS_PER_K * self.k)
+        # A power of two, so that blocks and jobs hold whole groups (see ``alignment``).
+        self.leaf_rows = 1 << max(0, round(np.log2(max(n_groups, 1))))
+        self.parts = []  # (first group, group maxima, group second largest), in row order
+
+    #: Bound, in MiB, on the groups' state (and its transposed copy); beyond it (a
+    #: gallery of millions) the streaming floors, whose state is the top k alone.
+    MEMORY = 256
+
+    @classmethod
+    def suits(cls, probe, k):
+        """Whether ``probe`` is precomputed, tall enough for groups of two rows, and the state fits."""
+        n_rows, n_columns = probe.shape
+        state = 3 * cls.GROUPS_PER_K * 2 * k * n_columns * probe.dtype.itemsize  # at most 2x GROUPS_PER_K groups
+        return probe.gallery_t is None and n_rows >= 2 * cls.GROUPS_PER_K * k and state <= cls.MEMORY * 2**20
+
+    def update(self, block, rows):
+        first, second = _group_top_two(block, self.leaf_rows)
+        self.parts.append((rows.start // self.leaf_rows, first, second))
+
+    def merge(self, other):
+        self.parts += other.parts
+
+    def result(self):
+        self.parts.sort(key=lambda part: part[0])
+        maxima = np.concatenate([first.T for _, first, _ in self.parts], axis=1)
+        n_groups = maxima.shape[1]
+        maxima.partition(n_groups - self.k, axis=1)
+        bound = maxima[:, n_groups - self.k].copy()
+        top = maxima[:, n_groups - self.k :]  # the k largest group maxima, unordered
+        columns, values = self._entries_beside_maxima(bound)
+        return finite_mean(_top_k_of_union(top, columns, values, self.k), axis=1)
+
+    def _entries_beside_maxima(self, bound):
+        """(column, value) of every entry at or above ``bound`` that is not its group's maximum.
+
+        Only groups whose second largest reaches the bound can hold one; their rows
+        are read again. One copy of each group's maximum is left out (it is among the
+        maxima already); further copies count.
+        """
+        n_rows, n_columns = self.probe.shape
+        size = self.leaf_rows
+        found, maxima = [], []
+        for first_group, first, second in self.parts:
+            flat = np.flatnonzero(second >= bound)
+            found.append(flat + first_group * n_columns)
+            maxima.append(first.ravel()[flat])
+        groups, columns = np.divmod(np.concatenate(found), n_columns)
+        maximum = np.concatenate(maxima)[:, None]
+        rows = groups[:, None] * size + np.arange(size)
+        if n_rows % size:  # the last group is partial: its missing rows count as -inf
+            past_end = rows >= n_rows
+            values = self.probe.entries(np.minimum(rows, n_rows - 1), columns[:, None])
+            values[past_end] = -np.inf
+        else:
+            values = self.probe.entries(rows, columns[:, None])
+        equal = values == maximum
+        beside = (values >= bound[columns][:, None]) & ~equal
+        kept = np.flatnonzero(beside)
+        found_columns, found_values = columns[kept // size], values.ravel()[kept]
+        if np.count_nonzero(equal) > len(maximum):  # ties with a group's maximum
+            copies = np.count_nonzero(equal, axis=1) - 1
+            found_columns = np.concatenate([found_columns, np.repeat(columns, copies)])
+            found_values = np.concatenate([found_values, np.repeat(maximum[:, 0], copies)])
+        return found_columns, found_values
+
+
+def _group_top_two(block, size):
+    """Each column's largest and second largest entry in every group of ``size`` rows.
+
+    The last group may be partial (the bank's end); a one-row group's second is -inf.
+    """
+    n_rows, n_columns = block.shape
+    if n_rows % size:
+        padding = np.full((size - n_rows % size, n_columns), -np.inf, dtype=block.dtype)
+        block = np.concatenate([block, padding])
+    groups = block.reshape(-1, size, n_columns)
+    if size == 1:
+        return groups[:, 0].copy(), np.full(groups[:, 0].shape, -np.inf, dtype=block.dtype)
+    first = np.maximum(groups[:, 0], groups[:, 1])
+    second = np.minimum(groups[:, 0], groups[:, 1])
+    lower = np.empty_like(first)
+    for row in range(2, size):  # the rows of a group; each step covers every group and column
+        np.minimum(first, groups[:, row], out=lower)
+        np.maximum(second, lower, out=second)
+        np.maximum(first, groups[:, row], out=first)
+    return first, second
+
+
+def _top_k_of_union(top, columns, values, k):
+    """Each row of ``top`` (n_columns x k) with ``values`` added to row ``columns``: its k largest, ascending."""
+    order = np.argsort(columns, kind="stable")
+    columns, values = columns[order], values[order]
+    counts = np.bincount(columns, minlength=len(top))
+    if len(columns) and counts.max() > k:  # many ties (a constant column): each row's k largest first
+        order = np.lexsort((values, columns))
+        columns, values = columns[order], values[order]
+        from_end = np.cumsum(counts)[columns] - np.arange(len(columns))  # 1 for a row's largest
+        columns, values = columns[from_end <= k], values[from_end <= k]
+        counts = np.minimum(counts, k)
+    width = k + (counts.max() if len(columns) else 0)
+    union = np.full((len(top), width), -np.inf, dtype=top.dtype)
+    union[:, :k] = top
+    slots = np.arange(len(columns)) - (np.cumsum(counts) - counts)[columns]
+    union.ravel()[columns * width + k + slots] = values
+    union.sort(axis=1)
+    return union[:, width - k :]
 
 
 def _row_top(values, k):

@@ -1,7 +1,8 @@
 """The top-k machinery of the streaming core against plain sorts.
 
 ``ColumnTopKMean`` (CSLS, NNN) keeps each column's running top k with a floor and
-per-column buffers; ``row_top_k_indices`` (top_k search, CSLS's row term, DIS's
+per-column buffers; on a precomputed bank, ``GroupedColumnTopKMean`` keeps the two
+largest entries of groups of rows and reads a few groups again; ``row_top_k_indices`` (top_k search, CSLS's row term, DIS's
 activation set, k-occurrence) bounds each row's k-th largest entry by group maxima.
 Both must equal a full stable sort, whatever the blocks, ties and merges.
 """
@@ -22,7 +23,16 @@ from skqbnorm import (
     QueryBankZNorm,
     SinkhornNormalisation,
 )
-from skqbnorm._stats import ColumnTopKMean, RowTopKUnion, row_top_k, row_top_k_indices, top_k_mask
+from skqbnorm._stats import (
+    ColumnTopKMean,
+    GroupedColumnTopKMean,
+    ProbeMatrix,
+    RowTopKUnion,
+    reduce_bank,
+    row_top_k,
+    row_top_k_indices,
+    top_k_mask,
+)
 
 
 def column_top_k_mean(values, k):
@@ -78,6 +88,49 @@ def test_column_top_k_mean_takes_blocks_taller_than_its_buffers(rng):
     for rows in (values[:20], values[20:2500], values[2500:]):  # 2,480 rows > capacity
         reducer.update(rows, None)
     assert_allclose(reducer.result(), column_top_k_mean(values, 3), rtol=1e-13)
+
+
+def grouped_matrices(rng):
+    """``matrices`` and a partial last group, Fortran order and an integer memmap's dtype."""
+    yield from matrices(rng)
+    yield rng.normal(size=(301, 7))  # 301 rows: the last group is partial for any group size
+    yield np.asfortranarray(rng.normal(size=(240, 9)))  # read again by fancy indexing
+    yield rng.integers(-50, 50, size=(260, 13)).astype(np.int16)  # cast as it is read
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 16])
+def test_grouped_column_top_k_mean_equals_a_full_sort_and_the_streaming_floors(rng, k):
+    for values in grouped_matrices(rng):
+        dtype = np.float32 if values.dtype != np.float64 else np.float64
+        expected = column_top_k_mean(values.astype(dtype), k)
+        streamed = ColumnTopKMean(k)
+        streamed.update(values.astype(dtype), None)
+        probe = ProbeMatrix(values, dtype=dtype)
+        assert GroupedColumnTopKMean.suits(probe, k) == (len(values) >= 8 * k)
+        for working_memory, n_jobs in [(None, None), (1e-3, None), (0.02, 3), (1e-3, 2)]:
+            (reducer,) = reduce_bank(probe, lambda: [ColumnTopKMean(k)], working_memory, n_jobs)
+            assert isinstance(reducer, GroupedColumnTopKMean) == GroupedColumnTopKMean.suits(probe, k)
+            got = reducer.result()
+            assert_allclose(got, expected, rtol=1e-6 if dtype == np.float32 else 1e-13)
+            assert_array_equal(got, streamed.result())
+
+
+def test_grouped_column_top_k_mean_reads_again_the_groups_that_hold_several_of_the_top(rng):
+    """Sorted columns put the whole top k in the last groups: most of it is read again."""
+    values = np.sort(rng.normal(size=(512, 5)), axis=0)
+    (reducer,) = reduce_bank(ProbeMatrix(values), lambda: [ColumnTopKMean(8)], 1e-3)
+    assert reducer.leaf_rows == 16  # 32 groups, of which the top k of maxima are 8
+    assert_allclose(reducer.result(), column_top_k_mean(values, 8), rtol=1e-13)
+
+
+def test_grouped_column_top_k_mean_only_where_the_bank_can_be_read_again(rng):
+    bank, gallery = rng.normal(size=(400, 6)), rng.normal(size=(30, 6))
+    precomputed = ProbeMatrix(bank @ gallery.T)
+    assert GroupedColumnTopKMean.suits(precomputed, 5)
+    assert not GroupedColumnTopKMean.suits(ProbeMatrix(bank, gallery.T), 5)  # products again
+    assert not GroupedColumnTopKMean.suits(precomputed, 60)  # fewer than two rows a group
+    wide = ProbeMatrix(np.lib.stride_tricks.as_strided(np.zeros(1), (400, 10**8), (0, 0)))
+    assert not GroupedColumnTopKMean.suits(wide, 5)  # the groups' state beyond its memory bound
 
 
 @pytest.mark.parametrize("k", [1, 2, 5, 10, 33, 100, 127, 128])
