@@ -573,7 +573,7 @@ class GroupedColumnTopKMean:
     largest entry, and an entry at or above ``B`` is its group's maximum or lies in
     a group whose second largest is at or above ``B``. The column's top k is
     therefore among its k largest group maxima and the entries of those groups
-    (about 3% of them), which are read again from the bank. This replaces the
+    (a few percent of them), which are read again from the bank. This replaces the
     streaming floors' search of every entry, the dearest step, by elementwise
     maxima; the result is bitwise the same.
     """
@@ -582,23 +582,27 @@ class GroupedColumnTopKMean:
     #: and cost memory and a longer partition.
     GROUPS_PER_K = 4
 
-    def __init__(self, k, probe):
-        self.k = int(k)
-        self.probe = probe
-        n_groups = probe.shape[0] / (self.GROUPS_PER_K * self.k)
-        # A power of two, so that blocks and jobs hold whole groups (see ``alignment``).
-        self.leaf_rows = 1 << max(0, round(np.log2(max(n_groups, 1))))
-        self.parts = []  # (first group, group maxima, group second largest), in row order
-
     #: Bound, in MiB, on the groups' state (and its transposed copy); beyond it (a
     #: gallery of millions) the streaming floors, whose state is the top k alone.
     MEMORY = 256
+
+    def __init__(self, k, probe):
+        self.k = int(k)
+        self.probe = probe
+        self.leaf_rows = self.group_rows(probe.shape[0], self.k)
+        self.parts = []  # (first group, group maxima, group second largest), in row order
+
+    @classmethod
+    def group_rows(cls, n_rows, k):
+        """Rows per group: a power of two (blocks and jobs hold whole groups, see ``alignment``)."""
+        return 1 << max(0, round(np.log2(max(n_rows / (cls.GROUPS_PER_K * k), 1))))
 
     @classmethod
     def suits(cls, probe, k):
         """Whether ``probe`` is precomputed, tall enough for groups of two rows, and the state fits."""
         n_rows, n_columns = probe.shape
-        state = 3 * cls.GROUPS_PER_K * 2 * k * n_columns * probe.dtype.itemsize  # at most 2x GROUPS_PER_K groups
+        n_groups = -(-n_rows // cls.group_rows(n_rows, k))
+        state = 3 * n_groups * n_columns * probe.dtype.itemsize  # two per group, and the maxima transposed
         return probe.gallery_t is None and n_rows >= 2 * cls.GROUPS_PER_K * k and state <= cls.MEMORY * 2**20
 
     def update(self, block, rows):
