@@ -227,6 +227,9 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     for part in parts[1:]:
         for reducer, other in zip(reducers, part):
             reducer.merge(other)
+    for reducer in reducers:
+        if getattr(reducer, "probe", False) is None:  # a copy from a process: the bank, again
+            reducer.probe = probe
     return reducers
 
 
@@ -604,6 +607,11 @@ class GroupedColumnTopKMean:
         n_groups = -(-n_rows // cls.group_rows(n_rows, k))
         state = 3 * n_groups * n_columns * probe.dtype.itemsize  # two per group, and the maxima transposed
         return probe.gallery_t is None and n_rows >= 2 * cls.GROUPS_PER_K * k and state <= cls.MEMORY * 2**20
+
+    def __getstate__(self):
+        # A job's copy (joblib's dask backend) travels without the bank: reduce_bank
+        # hands the merged reducer its probe again.
+        return {**self.__dict__, "probe": None}
 
     def update(self, block, rows):
         first, second = _group_top_two(block, self.leaf_rows)

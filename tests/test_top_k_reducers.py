@@ -8,6 +8,7 @@ Both must equal a full stable sort, whatever the blocks, ties and merges.
 """
 
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -131,6 +132,15 @@ def test_grouped_column_top_k_mean_only_where_the_bank_can_be_read_again(rng):
     assert not GroupedColumnTopKMean.suits(precomputed, 60)  # fewer than two rows a group
     wide = ProbeMatrix(np.lib.stride_tricks.as_strided(np.zeros(1), (400, 10**8), (0, 0)))
     assert not GroupedColumnTopKMean.suits(wide, 5)  # the groups' state beyond its memory bound
+
+
+def test_grouped_column_top_k_mean_travels_to_a_process_without_the_bank(rng):
+    """Under joblib's dask backend each job's reducer is pickled: not the whole bank with it."""
+    values = rng.normal(size=(4000, 50))
+    (reducer,) = reduce_bank(ProbeMatrix(values), lambda: [ColumnTopKMean(3)])
+    copy = pickle.loads(pickle.dumps(reducer))
+    assert copy.probe is None
+    assert len(pickle.dumps(GroupedColumnTopKMean(3, ProbeMatrix(values)))) < 10_000
 
 
 @pytest.mark.parametrize("k", [1, 2, 5, 10, 33, 100, 127, 128])
