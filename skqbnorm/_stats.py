@@ -100,7 +100,9 @@ class ProbeMatrix:
         """The precomputed similarities ``P[rows, columns]`` (index arrays, broadcast) as ``self.dtype``."""
         bank = self.bank
         if isinstance(bank, np.ndarray) and bank.flags.c_contiguous:
-            values = np.take(bank, rows * bank.shape[1] + columns)  # flat indices: a faster gather
+            flat = rows * bank.shape[1]
+            flat += columns
+            values = np.take(bank, flat)  # flat indices: a faster gather
         else:
             values = bank[rows, columns]
         return np.asarray(values, dtype=self.dtype)
@@ -573,27 +575,37 @@ class GroupedColumnTopKMean:
     The pass keeps each column's two largest entries in every group of
     ``leaf_rows`` consecutive bank rows, about ``GROUPS_PER_K * k`` groups (O(kN)
     state). The k-th largest group maximum ``B`` is at most the column's k-th
-    largest entry, and an entry at or above ``B`` is its group's maximum or lies in
-    a group whose second largest is at or above ``B``. The column's top k is
-    therefore among its k largest group maxima and the entries of those groups
-    (a few percent of them), which are read again from the bank. This replaces the
-    streaming floors' search of every entry, the dearest step, by elementwise
-    maxima; the result is bitwise the same.
+    largest entry; the k largest group maxima hold k values of at least ``B``, so
+    an entry equal to ``B`` adds nothing, and an entry above ``B`` is its group's
+    maximum or lies in a group whose second largest is above ``B``. The column's
+    top k is therefore among its k largest group maxima and the entries of those
+    groups (a few percent of them), which are read again from the bank. This
+    replaces the streaming floors' search of every entry, the dearest step, by
+    elementwise maxima; the result is bitwise the same.
     """
 
     #: Groups per unit of k: more groups tighten ``B`` (fewer groups to read again)
     #: and cost memory and a longer partition.
     GROUPS_PER_K = 4
 
-    #: Bound, in MiB, on the groups' state (and its transposed copy); beyond it (a
-    #: gallery of millions) the streaming floors, whose state is the top k alone.
+    #: Bound, in MiB, on the groups' state; beyond it (a gallery of millions) the
+    #: streaming floors, whose state is the top k alone.
     MEMORY = 256
+
+    #: MiB per chunk of the state (few chunks: few pieces to gather per strip).
+    CHUNK_MEMORY = 8
+    #: Bound, in MiB, on the temporaries of the columns finished at a time: small
+    #: arrays, which the allocator reuses, rather than fresh pages (whose first
+    #: touch is dear on some machines).
+    STRIP_MEMORY = 2
 
     def __init__(self, k, probe):
         self.k = int(k)
         self.probe = probe
         self.leaf_rows = self.group_rows(probe.shape[0], self.k)
-        self.parts = []  # (first group, group maxima, group second largest), in row order
+        n_columns, itemsize = probe.shape[1], probe.dtype.itemsize
+        self.chunk_groups = max(1, int(self.CHUNK_MEMORY * 2**20 // (n_columns * itemsize)))
+        self.chunks = []  # [first group, maxima, second largest, groups filled], in row order
 
     @classmethod
     def group_rows(cls, n_rows, k):
@@ -605,7 +617,7 @@ class GroupedColumnTopKMean:
         """Whether ``probe`` is precomputed, tall enough for groups of two rows, and the state fits."""
         n_rows, n_columns = probe.shape
         n_groups = -(-n_rows // cls.group_rows(n_rows, k))
-        state = 3 * n_groups * n_columns * probe.dtype.itemsize  # two per group, and the maxima transposed
+        state = 2 * n_groups * n_columns * probe.dtype.itemsize
         return probe.gallery_t is None and n_rows >= 2 * cls.GROUPS_PER_K * k and state <= cls.MEMORY * 2**20
 
     def __getstate__(self):
@@ -614,47 +626,66 @@ class GroupedColumnTopKMean:
         return {**self.__dict__, "probe": None}
 
     def update(self, block, rows):
-        first, second = _group_top_two(block, self.leaf_rows)
-        self.parts.append((rows.start // self.leaf_rows, first, second))
+        group, size = rows.start // self.leaf_rows, self.leaf_rows
+        while len(block):
+            chunk = self.chunks[-1] if self.chunks else None
+            if chunk is None or chunk[3] == len(chunk[1]) or chunk[0] + chunk[3] != group:
+                shape = (self.chunk_groups, block.shape[1])
+                chunk = [group, np.empty(shape, block.dtype), np.empty(shape, block.dtype), 0]
+                self.chunks.append(chunk)
+            n_groups = min(len(chunk[1]) - chunk[3], -(-len(block) // size))
+            filled = slice(chunk[3], chunk[3] + n_groups)
+            _group_top_two(block[: n_groups * size], size, out=(chunk[1][filled], chunk[2][filled]))
+            chunk[3] += n_groups
+            block, group = block[n_groups * size :], group + n_groups
 
     def merge(self, other):
-        self.parts += other.parts
+        self.chunks += other.chunks
 
     def result(self):
-        self.parts.sort(key=lambda part: part[0])
-        maxima = np.concatenate([first.T for _, first, _ in self.parts], axis=1)
-        n_groups = maxima.shape[1]
+        chunks = sorted(self.chunks, key=lambda chunk: chunk[0])
+        parts = [(first[:n_filled], second[:n_filled]) for _, first, second, n_filled in chunks]
+        n_groups, n_columns = sum(len(first) for first, _ in parts), self.probe.shape[1]
+        width = max(1, int(self.STRIP_MEMORY * 2**20 // (n_groups * self.probe.dtype.itemsize)))
+        means = np.empty(n_columns)
+        for start in range(0, n_columns, width):
+            columns = slice(start, min(start + width, n_columns))
+            firsts = np.concatenate([first[:, columns] for first, _ in parts])
+            seconds = np.concatenate([second[:, columns] for _, second in parts])
+            means[columns] = self._strip_means(firsts, seconds, start)
+        return means
+
+    def _strip_means(self, firsts, seconds, first_column):
+        """The means of a strip of columns, from its groups' maxima and second largest (group-major)."""
+        n_groups = len(firsts)
+        maxima = firsts.T.copy()  # each column's maxima contiguous
         maxima.partition(n_groups - self.k, axis=1)
         bound = maxima[:, n_groups - self.k].copy()
         top = maxima[:, n_groups - self.k :]  # the k largest group maxima, unordered
-        columns, values = self._entries_beside_maxima(bound)
+        columns, values = self._entries_beside_maxima(firsts, seconds, bound, first_column)
         return finite_mean(_top_k_of_union(top, columns, values, self.k), axis=1)
 
-    def _entries_beside_maxima(self, bound):
-        """(column, value) of every entry at or above ``bound`` that is not its group's maximum.
+    def _entries_beside_maxima(self, firsts, seconds, bound, first_column):
+        """(column in the strip, value) of every entry above ``bound`` that is not its group's maximum.
 
-        Only groups whose second largest reaches the bound can hold one; their rows
-        are read again. One copy of each group's maximum is left out (it is among the
-        maxima already); further copies count.
+        Only groups whose second largest exceeds the bound can hold one; their rows
+        are read again, in row order. One copy of each group's maximum is left out (it
+        is among the maxima already); further copies count.
         """
-        n_rows, n_columns = self.probe.shape
+        n_rows = self.probe.shape[0]
         size = self.leaf_rows
-        found, maxima = [], []
-        for first_group, first, second in self.parts:
-            flat = np.flatnonzero(second >= bound)
-            found.append(flat + first_group * n_columns)
-            maxima.append(first.ravel()[flat])
-        groups, columns = np.divmod(np.concatenate(found), n_columns)
-        maximum = np.concatenate(maxima)[:, None]
+        flat = np.flatnonzero(seconds > bound)
+        groups, columns = np.divmod(flat, seconds.shape[1])
+        maximum = firsts.ravel()[flat][:, None]
         rows = groups[:, None] * size + np.arange(size)
         if n_rows % size:  # the last group is partial: its missing rows count as -inf
             past_end = rows >= n_rows
-            values = self.probe.entries(np.minimum(rows, n_rows - 1), columns[:, None])
+            values = self.probe.entries(np.minimum(rows, n_rows - 1), first_column + columns[:, None])
             values[past_end] = -np.inf
         else:
-            values = self.probe.entries(rows, columns[:, None])
+            values = self.probe.entries(rows, first_column + columns[:, None])
         equal = values == maximum
-        beside = (values >= bound[columns][:, None]) & ~equal
+        beside = (values > bound[columns][:, None]) & ~equal
         kept = np.flatnonzero(beside)
         found_columns, found_values = columns[kept // size], values.ravel()[kept]
         if np.count_nonzero(equal) > len(maximum):  # ties with a group's maximum
@@ -664,8 +695,8 @@ class GroupedColumnTopKMean:
         return found_columns, found_values
 
 
-def _group_top_two(block, size):
-    """Each column's largest and second largest entry in every group of ``size`` rows.
+def _group_top_two(block, size, out):
+    """Write each column's largest and second largest entry in every group of ``size`` rows to ``out``.
 
     The last group may be partial (the bank's end); a one-row group's second is -inf.
     """
@@ -674,24 +705,27 @@ def _group_top_two(block, size):
         padding = np.full((size - n_rows % size, n_columns), -np.inf, dtype=block.dtype)
         block = np.concatenate([block, padding])
     groups = block.reshape(-1, size, n_columns)
+    first, second = out
     if size == 1:
-        return groups[:, 0].copy(), np.full(groups[:, 0].shape, -np.inf, dtype=block.dtype)
-    first = np.maximum(groups[:, 0], groups[:, 1])
-    second = np.minimum(groups[:, 0], groups[:, 1])
+        first[...] = groups[:, 0]
+        second[...] = -np.inf
+        return
+    np.maximum(groups[:, 0], groups[:, 1], out=first)
+    np.minimum(groups[:, 0], groups[:, 1], out=second)
     lower = np.empty_like(first)
     for row in range(2, size):  # the rows of a group; each step covers every group and column
         np.minimum(first, groups[:, row], out=lower)
         np.maximum(second, lower, out=second)
         np.maximum(first, groups[:, row], out=first)
-    return first, second
 
 
 def _top_k_of_union(top, columns, values, k):
     """Each row of ``top`` (n_columns x k) with ``values`` added to row ``columns``: its k largest, ascending."""
-    order = np.argsort(columns, kind="stable")
+    # A stable sort of the narrowest integers: a radix sort for fewer than 65,536 rows.
+    order = np.argsort(columns.astype(np.min_scalar_type(len(top))), kind="stable")
     columns, values = columns[order], values[order]
     counts = np.bincount(columns, minlength=len(top))
-    if len(columns) and counts.max() > k:  # many ties (a constant column): each row's k largest first
+    if len(columns) and counts.max() > k:  # a crowded row (a sorted column): its k largest first
         order = np.lexsort((values, columns))
         columns, values = columns[order], values[order]
         from_end = np.cumsum(counts)[columns] - np.arange(len(columns))  # 1 for a row's largest

@@ -9,6 +9,7 @@ Both must equal a full stable sort, whatever the blocks, ties and merges.
 
 import itertools
 import pickle
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from skqbnorm._stats import (
     GroupedColumnTopKMean,
     ProbeMatrix,
     RowTopKUnion,
+    _top_k_of_union,
     reduce_bank,
     row_top_k,
     row_top_k_indices,
@@ -100,7 +102,11 @@ def grouped_matrices(rng):
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 16])
-def test_grouped_column_top_k_mean_equals_a_full_sort_and_the_streaming_floors(rng, k):
+@pytest.mark.parametrize("memory", [None, 2e-3, 1e-4], ids=["one chunk and strip", "small", "one group, one column"])
+def test_grouped_column_top_k_mean_equals_a_full_sort_and_the_streaming_floors(rng, monkeypatch, k, memory):
+    if memory is not None:  # blocks straddle the state's chunks; strips of few columns (or one)
+        monkeypatch.setattr(GroupedColumnTopKMean, "CHUNK_MEMORY", memory)
+        monkeypatch.setattr(GroupedColumnTopKMean, "STRIP_MEMORY", memory)
     for values in grouped_matrices(rng):
         dtype = np.float32 if values.dtype != np.float64 else np.float64
         expected = column_top_k_mean(values.astype(dtype), k)
@@ -132,6 +138,19 @@ def test_grouped_column_top_k_mean_only_where_the_bank_can_be_read_again(rng):
     assert not GroupedColumnTopKMean.suits(precomputed, 60)  # fewer than two rows a group
     wide = ProbeMatrix(np.lib.stride_tricks.as_strided(np.zeros(1), (400, 10**8), (0, 0)))
     assert not GroupedColumnTopKMean.suits(wide, 5)  # the groups' state beyond its memory bound
+
+
+def test_top_k_of_union_keeps_k_per_row_before_widening_for_one_crowded_row(rng):
+    """A sorted column puts about M / 4 entries in its read-again groups: the union must not take that width."""
+    top, extras = rng.normal(size=(200, 2)), rng.normal(size=20_000)
+    columns = np.zeros(len(extras), dtype=np.intp)  # all in row 0
+    tracemalloc.start()
+    got = _top_k_of_union(top, columns, extras, 2)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4 * 2**20  # a 200 x 20,002 union would take 32 MB
+    assert_array_equal(got[0], np.sort(np.concatenate([top[0], extras]))[-2:])
+    assert_array_equal(got[1:], np.sort(top[1:], axis=1))
 
 
 def test_grouped_column_top_k_mean_travels_to_a_process_without_the_bank(rng):
