@@ -47,8 +47,9 @@ from ._files import (
     load_similarities,
     output_path,
 )
-from .metrics import QueryBankWarning, hubness, querybank_diagnostics, retrieval_metrics
+from .metrics import QueryBankWarning, hubness, querybank_diagnostics
 from .metrics._paired import compare_outcomes, metric_names, query_outcomes
+from .metrics._retrieval import metrics_of_ranks
 
 COLUMNS = ("R@1", "R@5", "R@10", "MdR", "MnR", "skewness")
 #: The R@K cut-offs of the changes against raw similarities, and their interval's coverage.
@@ -239,9 +240,8 @@ class ChangesAgainstRaw:
         self.gt, self.n_resamples, self.seed = gt, n_resamples, seed
         self.raw = None
 
-    def __call__(self, method, scores):
-        """The :data:`CHANGE_FIELDS` of ``method``'s row."""
-        outcomes = query_outcomes(scores, self.gt, CHANGE_KS)
+    def __call__(self, method, outcomes):
+        """The :data:`CHANGE_FIELDS` of ``method``'s row, from its :func:`query_outcomes`."""
         if method == "raw":
             self.raw = outcomes
             return dict.fromkeys(CHANGE_FIELDS)
@@ -275,10 +275,11 @@ def evaluate(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, gallery_b
         where = " ".join(row.values())
         scores = scores_with_notes(method, normaliser, (query_sims, bank_sims, gallery_bank),
                                    where, command)
-        row.update(retrieval_metrics(scores, gt))
+        outcomes = query_outcomes(scores, gt, CHANGE_KS)  # the ranks, once for both
+        row.update(metrics_of_ranks(outcomes.ranks))
         row["skewness"] = hubness(scores, k=min(10, scores.shape[1]))["skewness"]
         row["seconds"] = time.perf_counter() - start
-        row.update(changes(method, scores))
+        row.update(changes(method, outcomes))
         rows.append(row)
         if progress:
             progress(f"  {where}: {row['seconds']:.2f} s")

@@ -230,7 +230,11 @@ def retrieval_metrics(sims, gt, *, ties="official"):
     >>> retrieval_metrics(sims, gt, ties="optimistic")["R@1"]
     100.0
     """
-    ranks = correct_item_ranks(sims, gt, ties=ties)
+    return metrics_of_ranks(correct_item_ranks(sims, gt, ties=ties), ties)
+
+
+def metrics_of_ranks(ranks, ties="official"):
+    """:func:`retrieval_metrics` of the correct items' 0-based ``ranks`` under ``ties``."""
     metrics = {f"R@{k}": 100.0 * float(np.mean(_hits(ranks, k, ties))) for k in RECALL_KS}
     metrics["MdR"] = float(np.median(ranks)) + 1
     metrics["MnR"] = float(np.mean(ranks)) + 1
