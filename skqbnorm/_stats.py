@@ -98,6 +98,8 @@ class ProbeMatrix:
 
     def entries(self, rows, columns):
         """The precomputed similarities ``P[rows, columns]`` (index arrays, broadcast) as ``self.dtype``."""
+        if self.gallery_t is not None:
+            raise NotImplementedError("entries of a probe matrix computed from embeddings")
         bank = self.bank
         if isinstance(bank, np.ndarray) and bank.flags.c_contiguous:
             flat = rows * bank.shape[1]
@@ -206,7 +208,7 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     reducer's result is bitwise independent of the split (see ``ColumnTree``).
     """
     n_rows = probe.shape[0]
-    make_reducers = partial(_suited_to, probe, make_reducers)
+    make_reducers = partial(_reducers_for, probe, make_reducers)
     first = make_reducers()
     align = probe.alignment(alignment(first))  # whole leaves and products per job
     n_groups = -(-n_rows // align)
@@ -229,13 +231,13 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     for part in parts[1:]:
         for reducer, other in zip(reducers, part):
             reducer.merge(other)
-    for reducer in reducers:
-        if getattr(reducer, "probe", False) is None:  # a copy from a process: the bank, again
-            reducer.probe = probe
+    for reducer in reducers:  # a job's copy from another process travels without the bank
+        if hasattr(reducer, "reattach"):
+            reducer.reattach(probe)
     return reducers
 
 
-def _suited_to(probe, make_reducers):
+def _reducers_for(probe, make_reducers):
     """The reducers of ``make_reducers()``, each replaced by its ``for_probe(probe)`` where it has one."""
     return [reducer.for_probe(probe) if hasattr(reducer, "for_probe") else reducer for reducer in make_reducers()]
 
@@ -587,25 +589,28 @@ class GroupedColumnTopKMean:
     #: Groups per unit of k: more groups tighten ``B`` (fewer groups to read again)
     #: and cost memory and a longer partition.
     GROUPS_PER_K = 4
-
+    #: Taller groups (a small k on a tall bank) leave each elementwise step little
+    #: work and force tall blocks: the streaming floors serve them.
+    MAX_GROUP_ROWS = 128
     #: Bound, in MiB, on the groups' state; beyond it (a gallery of millions) the
     #: streaming floors, whose state is the top k alone.
-    MEMORY = 256
-
+    STATE_MEMORY = 256
     #: MiB per chunk of the state (few chunks: few pieces to gather per strip).
     CHUNK_MEMORY = 8
-    #: Bound, in MiB, on the temporaries of the columns finished at a time: small
-    #: arrays, which the allocator reuses, rather than fresh pages (whose first
-    #: touch is dear on some machines).
+    #: Bound, in MiB, on the temporaries of the columns finished at a time and of
+    #: each batch of groups read again: small arrays, which the allocator reuses,
+    #: rather than fresh pages (whose first touch is dear on some machines).
     STRIP_MEMORY = 2
 
     def __init__(self, k, probe):
         self.k = int(k)
         self.probe = probe
-        self.leaf_rows = self.group_rows(probe.shape[0], self.k)
-        n_columns, itemsize = probe.shape[1], probe.dtype.itemsize
-        self.chunk_groups = max(1, int(self.CHUNK_MEMORY * 2**20 // (n_columns * itemsize)))
-        self.chunks = []  # [first group, maxima, second largest, groups filled], in row order
+        n_rows, n_columns = probe.shape
+        self.leaf_rows = self.group_rows(n_rows, self.k)
+        n_groups = -(-n_rows // self.leaf_rows)
+        affordable = int(self.CHUNK_MEMORY * 2**20 // (n_columns * probe.dtype.itemsize))
+        self.chunk_groups = max(1, min(n_groups, affordable))
+        self.chunks = []  # _Chunk, in row order within a job
 
     @classmethod
     def group_rows(cls, n_rows, k):
@@ -614,37 +619,46 @@ class GroupedColumnTopKMean:
 
     @classmethod
     def suits(cls, probe, k):
-        """Whether ``probe`` is precomputed, tall enough for groups of two rows, and the state fits."""
+        """Whether ``probe`` is precomputed, its groups of 2 to ``MAX_GROUP_ROWS`` rows, and the state fits.
+
+        Groups are no taller than a ``ColumnTree`` leaf, so blocks stay as small as
+        the other reducers' (see ``leaf_rows``).
+        """
         n_rows, n_columns = probe.shape
-        n_groups = -(-n_rows // cls.group_rows(n_rows, k))
-        state = 2 * n_groups * n_columns * probe.dtype.itemsize
-        return probe.gallery_t is None and n_rows >= 2 * cls.GROUPS_PER_K * k and state <= cls.MEMORY * 2**20
+        size = cls.group_rows(n_rows, k)
+        state = 2 * -(-n_rows // size) * n_columns * probe.dtype.itemsize
+        return (
+            probe.gallery_t is None
+            and 2 <= size <= min(cls.MAX_GROUP_ROWS, leaf_rows(n_columns))
+            and n_rows >= 2 * cls.GROUPS_PER_K * k
+            and state <= cls.STATE_MEMORY * 2**20
+        )
 
     def __getstate__(self):
-        # A job's copy (joblib's dask backend) travels without the bank: reduce_bank
-        # hands the merged reducer its probe again.
+        # A job's copy (joblib's dask backend) travels without the bank (see reattach).
         return {**self.__dict__, "probe": None}
+
+    def reattach(self, probe):
+        """Hand back the bank that a copy from another process travelled without."""
+        self.probe = probe
 
     def update(self, block, rows):
         group, size = rows.start // self.leaf_rows, self.leaf_rows
         while len(block):
             chunk = self.chunks[-1] if self.chunks else None
-            if chunk is None or chunk[3] == len(chunk[1]) or chunk[0] + chunk[3] != group:
-                shape = (self.chunk_groups, block.shape[1])
-                chunk = [group, np.empty(shape, block.dtype), np.empty(shape, block.dtype), 0]
+            if chunk is None or chunk.full or chunk.next_group != group:
+                chunk = _Chunk.empty(group, self.chunk_groups, block.shape[1], block.dtype)
                 self.chunks.append(chunk)
-            n_groups = min(len(chunk[1]) - chunk[3], -(-len(block) // size))
-            filled = slice(chunk[3], chunk[3] + n_groups)
-            _group_top_two(block[: n_groups * size], size, out=(chunk[1][filled], chunk[2][filled]))
-            chunk[3] += n_groups
+            n_groups = min(chunk.room, -(-len(block) // size))
+            _group_top_two(block[: n_groups * size], size, out=chunk.take(n_groups))
             block, group = block[n_groups * size :], group + n_groups
 
     def merge(self, other):
         self.chunks += other.chunks
 
     def result(self):
-        chunks = sorted(self.chunks, key=lambda chunk: chunk[0])
-        parts = [(first[:n_filled], second[:n_filled]) for _, first, second, n_filled in chunks]
+        chunks = sorted(self.chunks, key=lambda chunk: chunk.first_group)
+        parts = [(chunk.maxima[: chunk.filled], chunk.seconds[: chunk.filled]) for chunk in chunks]
         n_groups, n_columns = sum(len(first) for first, _ in parts), self.probe.shape[1]
         width = max(1, int(self.STRIP_MEMORY * 2**20 // (n_groups * self.probe.dtype.itemsize)))
         means = np.empty(n_columns)
@@ -662,21 +676,29 @@ class GroupedColumnTopKMean:
         maxima.partition(n_groups - self.k, axis=1)
         bound = maxima[:, n_groups - self.k].copy()
         top = maxima[:, n_groups - self.k :]  # the k largest group maxima, unordered
-        columns, values = self._entries_beside_maxima(firsts, seconds, bound, first_column)
-        return finite_mean(_top_k_of_union(top, columns, values, self.k), axis=1)
+        pairs = np.flatnonzero(seconds > bound)  # (group, column) pairs to read again
+        # Batches of pairs within the budget: a column whose top k sits in a few groups
+        # (a sorted column) reads about M / 4 of its entries again.
+        batch = max(1, int(self.STRIP_MEMORY * 2**20 // (32 * self.leaf_rows)))
+        if not len(pairs):
+            top = np.sort(top, axis=1)  # ascending, as the unions leave it: one order of summation
+        for start in range(0, len(pairs), batch):
+            found = self._entries_beside_maxima(firsts, pairs[start : start + batch], bound, first_column)
+            top = _top_k_of_union(top, *found, self.k)
+        return finite_mean(top, axis=1)
 
-    def _entries_beside_maxima(self, firsts, seconds, bound, first_column):
+    def _entries_beside_maxima(self, firsts, pairs, bound, first_column):
         """(column in the strip, value) of every entry above ``bound`` that is not its group's maximum.
 
-        Only groups whose second largest exceeds the bound can hold one; their rows
+        ``pairs`` are the flat (group, column) positions of the groups whose second
+        largest exceeds the bound, the only ones that can hold such entries; their rows
         are read again, in row order. One copy of each group's maximum is left out (it
         is among the maxima already); further copies count.
         """
         n_rows = self.probe.shape[0]
         size = self.leaf_rows
-        flat = np.flatnonzero(seconds > bound)
-        groups, columns = np.divmod(flat, seconds.shape[1])
-        maximum = firsts.ravel()[flat][:, None]
+        groups, columns = np.divmod(pairs, firsts.shape[1])
+        maximum = firsts.ravel()[pairs][:, None]
         rows = groups[:, None] * size + np.arange(size)
         if n_rows % size:  # the last group is partial: its missing rows count as -inf
             past_end = rows >= n_rows
@@ -693,6 +715,35 @@ class GroupedColumnTopKMean:
             found_columns = np.concatenate([found_columns, np.repeat(columns, copies)])
             found_values = np.concatenate([found_values, np.repeat(maximum[:, 0], copies)])
         return found_columns, found_values
+
+
+class _Chunk:
+    """Consecutive groups' maxima and second largest entries (rows ``[0, filled)`` written)."""
+
+    def __init__(self, first_group, maxima, seconds):
+        self.first_group, self.maxima, self.seconds, self.filled = first_group, maxima, seconds, 0
+
+    @classmethod
+    def empty(cls, first_group, n_groups, n_columns, dtype):
+        return cls(first_group, np.empty((n_groups, n_columns), dtype), np.empty((n_groups, n_columns), dtype))
+
+    @property
+    def room(self):
+        return len(self.maxima) - self.filled
+
+    @property
+    def full(self):
+        return self.room == 0
+
+    @property
+    def next_group(self):
+        return self.first_group + self.filled
+
+    def take(self, n_groups):
+        """The (maxima, seconds) rows of the next ``n_groups`` groups, to be written."""
+        rows = slice(self.filled, self.filled + n_groups)
+        self.filled += n_groups
+        return self.maxima[rows], self.seconds[rows]
 
 
 def _group_top_two(block, size, out):

@@ -13,6 +13,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 
 import skqbnorm.normalisers._base
@@ -99,6 +100,10 @@ def grouped_matrices(rng):
     yield rng.normal(size=(301, 7))  # 301 rows: the last group is partial for any group size
     yield np.asfortranarray(rng.normal(size=(240, 9)))  # read again by fancy indexing
     yield rng.integers(-50, 50, size=(260, 13)).astype(np.int16)  # cast as it is read
+    ties = rng.integers(-2, 3, size=(256, 15)).astype(np.float64)  # ties, and values an ulp above them
+    above = rng.random(ties.shape) < 0.3
+    ties[above] = np.nextafter(ties[above], np.inf)
+    yield ties
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 16])
@@ -113,7 +118,8 @@ def test_grouped_column_top_k_mean_equals_a_full_sort_and_the_streaming_floors(r
         streamed = ColumnTopKMean(k)
         streamed.update(values.astype(dtype), None)
         probe = ProbeMatrix(values, dtype=dtype)
-        assert GroupedColumnTopKMean.suits(probe, k) == (len(values) >= 8 * k)
+        tall_enough = len(values) >= 2 * GroupedColumnTopKMean.GROUPS_PER_K * k  # groups of 2 rows or more
+        assert GroupedColumnTopKMean.suits(probe, k) == tall_enough
         for working_memory, n_jobs in [(None, None), (1e-3, None), (0.02, 3), (1e-3, 2)]:
             (reducer,) = reduce_bank(probe, lambda: [ColumnTopKMean(k)], working_memory, n_jobs)
             assert isinstance(reducer, GroupedColumnTopKMean) == GroupedColumnTopKMean.suits(probe, k)
@@ -138,6 +144,37 @@ def test_grouped_column_top_k_mean_only_where_the_bank_can_be_read_again(rng):
     assert not GroupedColumnTopKMean.suits(precomputed, 60)  # fewer than two rows a group
     wide = ProbeMatrix(np.lib.stride_tricks.as_strided(np.zeros(1), (400, 10**8), (0, 0)))
     assert not GroupedColumnTopKMean.suits(wide, 5)  # the groups' state beyond its memory bound
+    tall = ProbeMatrix(np.lib.stride_tricks.as_strided(np.zeros(1), (10**6, 100), (0, 0)))
+    assert GroupedColumnTopKMean.group_rows(10**6, 2000) == 128
+    assert GroupedColumnTopKMean.suits(tall, 2000)
+    assert not GroupedColumnTopKMean.suits(tall, 1000)  # groups of 256 rows: the floors
+    wider = ProbeMatrix(np.lib.stride_tricks.as_strided(np.zeros(1), (10**6, 40_000), (0, 0)))
+    assert not GroupedColumnTopKMean.suits(wider, 2000)  # 128 rows exceed a ColumnTree leaf of the gallery
+
+
+def test_grouped_column_top_k_mean_reads_sorted_columns_again_in_batches(rng, monkeypatch):
+    """Sorted columns read about M / 4 entries each again: in batches within the budget."""
+    values = np.sort(rng.normal(size=(4096, 64)), axis=0)
+    (reducer,) = reduce_bank(ProbeMatrix(values), lambda: [ColumnTopKMean(8)])
+    assert reducer.leaf_rows == 128
+    expected = column_top_k_mean(values, 8)
+    monkeypatch.setattr(GroupedColumnTopKMean, "STRIP_MEMORY", 0.05)
+    tracemalloc.start()
+    got = reducer.result()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2**20  # the 512 groups read again hold 65,536 entries: 2 MB of indices at once
+    assert_allclose(got, expected, rtol=1e-13)
+
+
+def test_grouped_column_top_k_mean_reads_a_joined_matrix_from_both_sides(rng):
+    from skqbnorm.normalisers._gallery_bank import _JoinedSims
+
+    left, right = rng.normal(size=(300, 7)), np.sort(rng.normal(size=(300, 5)), axis=0)  # right: read again
+    joined = _JoinedSims(ProbeMatrix(left), ProbeMatrix(right))
+    (reducer,) = reduce_bank(joined, lambda: [ColumnTopKMean(4)])
+    assert isinstance(reducer, GroupedColumnTopKMean)
+    assert_allclose(reducer.result(), column_top_k_mean(np.hstack([left, right]), 4), rtol=1e-13)
 
 
 def test_top_k_of_union_keeps_k_per_row_before_widening_for_one_crowded_row(rng):
@@ -154,12 +191,17 @@ def test_top_k_of_union_keeps_k_per_row_before_widening_for_one_crowded_row(rng)
 
 
 def test_grouped_column_top_k_mean_travels_to_a_process_without_the_bank(rng):
-    """Under joblib's dask backend each job's reducer is pickled: not the whole bank with it."""
+    """Under joblib's process backends each job's reducer is pickled: not the whole bank with it."""
     values = rng.normal(size=(4000, 50))
-    (reducer,) = reduce_bank(ProbeMatrix(values), lambda: [ColumnTopKMean(3)])
+    probe = ProbeMatrix(values)
+    (reducer,) = reduce_bank(probe, lambda: [ColumnTopKMean(16)])
+    assert isinstance(reducer, GroupedColumnTopKMean)
     copy = pickle.loads(pickle.dumps(reducer))
     assert copy.probe is None
-    assert len(pickle.dumps(GroupedColumnTopKMean(3, ProbeMatrix(values)))) < 10_000
+    assert len(pickle.dumps(GroupedColumnTopKMean(16, probe))) < 10_000
+    with parallel_config(backend="loky"):  # the merged copy gets the bank back
+        (reducer,) = reduce_bank(probe, lambda: [ColumnTopKMean(16)], n_jobs=2)
+    assert_allclose(reducer.result(), column_top_k_mean(values, 16), rtol=1e-13)
 
 
 @pytest.mark.parametrize("k", [1, 2, 5, 10, 33, 100, 127, 128])

@@ -234,6 +234,15 @@ class _JoinedSims(ProbeMatrix):
         blocks = [self.left.block(rows, first_row), self.right.block(rows, first_row)]
         return np.concatenate(blocks, axis=1, dtype=self.dtype)
 
+    def entries(self, rows, columns):
+        rows, columns = np.broadcast_arrays(rows, columns)
+        n_left = self.left.shape[1]
+        on_left = columns < n_left
+        values = np.empty(rows.shape, dtype=self.dtype)
+        values[on_left] = self.left.entries(rows[on_left], columns[on_left])
+        values[~on_left] = self.right.entries(rows[~on_left], columns[~on_left] - n_left)
+        return values
+
     def check(self, block, rows):
         """Each side named in its own terms, the right one (``s(b, h)``) first."""
         n_left = self.left.shape[1]
