@@ -567,8 +567,9 @@ class ColumnTopKMean:
         self.floor = self.top.min(axis=1)
 
     def result(self):
-        # Sorted first, so that the mean does not depend on how the bank was split.
-        return finite_mean(np.sort(self._settle(), axis=1), axis=1)
+        # Sorted first, and C-ordered (a bank of at most k rows is its transposed view),
+        # so that the mean depends neither on how the bank was split nor on its layout.
+        return finite_mean(np.ascontiguousarray(np.sort(self._settle(), axis=1)), axis=1)
 
 
 class GroupedColumnTopKMean:

@@ -86,6 +86,16 @@ def test_column_top_k_mean_is_bitwise_the_same_for_any_blocks(rng):
     assert_array_equal(many.result(), expected)
 
 
+@pytest.mark.parametrize("k", [19, 20])
+def test_column_top_k_mean_is_bitwise_the_same_for_either_memory_layout(rng, k):
+    values = rng.normal(size=(20, 16))  # k = 20: the whole bank, kept as its transposed view
+    c_order, f_order = (
+        reduce_bank(ProbeMatrix(bank), lambda: [ColumnTopKMean(k)])[0].result()
+        for bank in (values, np.asfortranarray(values))
+    )
+    assert_array_equal(c_order, f_order)
+
+
 def test_column_top_k_mean_takes_blocks_taller_than_its_buffers(rng):
     values = rng.normal(size=(3000, 9))
     reducer = ColumnTopKMean(3)
