@@ -206,6 +206,12 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     the bank; under joblib's dask backend each task receives only its rows) within
     its share of ``working_memory``, and the partial reducers are merged. Every
     reducer's result is bitwise independent of the split (see ``ColumnTree``).
+
+    Two optional hooks let a reducer use what the probe allows: ``for_probe(probe)``
+    returns the reducer to use in its place (``ColumnTopKMean`` turns into
+    ``GroupedColumnTopKMean`` on a precomputed bank, which it reads again), and
+    ``reattach(probe)`` hands the merged reducer the probe that a job's copy from
+    another process travelled without.
     """
     n_rows = probe.shape[0]
     make_reducers = partial(_reducers_for, probe, make_reducers)
