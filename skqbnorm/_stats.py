@@ -101,6 +101,7 @@ class ProbeMatrix:
         if self.gallery_t is not None:
             raise NotImplementedError("entries of a probe matrix computed from embeddings")
         bank = self.bank
+        rows, columns = np.broadcast_arrays(rows, columns)
         if isinstance(bank, np.ndarray) and bank.flags.c_contiguous:
             flat = rows * bank.shape[1]
             flat += columns

@@ -326,3 +326,11 @@ def test_csls_ranks_by_its_bias_without_scores(rng, monkeypatch):
 
     monkeypatch.setattr(CSLS, "_row_state", no_row_term)
     assert_array_equal(fitted.top_k(queries=queries, k=8, return_scores=False), expected)
+
+
+def test_probe_entries_broadcast_rows_and_columns_either_way(rng):
+    values = rng.normal(size=(6, 5))
+    rows, columns = np.array([[1], [4]]), np.array([[0, 3, 2], [4, 1, 1]])
+    for bank in (values, np.asfortranarray(values)):
+        assert_array_equal(ProbeMatrix(bank).entries(rows, columns), values[rows, columns])
+        assert_array_equal(ProbeMatrix(bank).entries(columns, rows), values[columns, rows])
