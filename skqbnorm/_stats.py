@@ -782,9 +782,6 @@ def _group_top_two(block, size, out):
 
 def _top_k_of_union(top, columns, values, k):
     """Each row of ``top`` (n_columns x k) with ``values`` added to row ``columns``: its k largest, ascending."""
-    # A stable sort of the narrowest integers: a radix sort for fewer than 65,536 rows.
-    order = np.argsort(columns.astype(np.min_scalar_type(len(top))), kind="stable")
-    columns, values = columns[order], values[order]
     counts = np.bincount(columns, minlength=len(top))
     if len(columns) and counts.max() > k:  # a crowded row (a sorted column): its k largest first
         order = np.lexsort((values, columns))
@@ -792,6 +789,9 @@ def _top_k_of_union(top, columns, values, k):
         from_end = np.cumsum(counts)[columns] - np.arange(len(columns))  # 1 for a row's largest
         columns, values = columns[from_end <= k], values[from_end <= k]
         counts = np.minimum(counts, k)
+    else:  # by row: a stable sort of the narrowest integers, a radix sort below 65,536 rows
+        order = np.argsort(columns.astype(np.min_scalar_type(len(top))), kind="stable")
+        columns, values = columns[order], values[order]
     width = k + (counts.max() if len(columns) else 0)
     union = np.full((len(top), width), -np.inf, dtype=top.dtype)
     union[:, :k] = top
