@@ -44,6 +44,9 @@ from skqbnorm import (
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
     SinkhornNormalisation,
 )
 
@@ -55,12 +58,6 @@ from _timing import (
     peak_mib,
     similarity_matrix,
 )
-
-try:  # exported once finished
-    from skqbnorm import MutualProximity, NearestNeighborNormalization, QueryBankZNorm
-except ImportError:
-    from skqbnorm.normalisers._mutual_proximity import MutualProximity, QueryBankZNorm
-    from skqbnorm.normalisers._nnn import NearestNeighborNormalization
 
 TARGET = 1.5  # fit (per pass, per bank row) / IS fit
 MEMORY_GROWTH = 1.25  # O(N) state: peak at M rows within this factor (+ 1 MiB) of that at M / 2

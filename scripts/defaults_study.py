@@ -67,16 +67,13 @@ from skqbnorm import (
     DualSoftmax,
     DynamicInvertedSoftmax,
     InvertedSoftmax,
+    MutualProximity,
+    NearestNeighborNormalization,
+    QueryBankZNorm,
     SinkhornNormalisation,
 )
 from skqbnorm.datasets import load_wordnet_revdict
 from skqbnorm.metrics import correct_item_ranks, make_retrieval_scorer, retrieval_metrics
-
-try:
-    from skqbnorm import MutualProximity, NearestNeighborNormalization, QueryBankZNorm
-except ImportError:  # not exported yet
-    from skqbnorm.normalisers._mutual_proximity import MutualProximity, QueryBankZNorm
-    from skqbnorm.normalisers._nnn import NearestNeighborNormalization
 
 N_FOLDS = 5
 SHUFFLES = (0, 1, 2)
