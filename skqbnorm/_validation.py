@@ -1,14 +1,39 @@
 """Argument checks shared by the whole package; every message names the parameter and its shape."""
 
 import numbers
+import os
+import sys
+import warnings
 from contextlib import contextmanager
 
+import joblib
 import numpy as np
+import sklearn
 from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array
 
 from ._stats import all_finite, check_finite_block
+
+# Frames a warning looks past, to the caller's line: this package's own, and those of
+# scikit-learn (its fit wrappers, Pipeline, GridSearchCV) and joblib (GridSearchCV's
+# loop), which call into it for the user.
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (sys.modules[__package__], sklearn, joblib)
+)
+
+
+def warn_caller(message, category):
+    """``warnings.warn``, attributed to the first caller outside skqbnorm, scikit-learn and joblib.
+
+    A fixed ``stacklevel`` points into the library whenever the same warning is
+    reached through another path (``fit_transform``, a subclass, a ``Pipeline``).
+    """
+    frame, stacklevel = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame, stacklevel = frame.f_back, stacklevel + 1
+    warnings.warn(message, category, stacklevel=stacklevel)
 
 
 def check_int(value, name, low, high=None, where=""):

@@ -1,6 +1,5 @@
 """Querybank diagnostics: does a bank cover, and resemble, the queries it will normalise?"""
 
-import warnings
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -8,7 +7,7 @@ from scipy.stats import ks_2samp, wasserstein_distance
 from sklearn.utils.validation import check_array
 
 from .._stats import ProbeMatrix, prepare_embeddings
-from .._validation import check_embeddings, float_dtype, naming
+from .._validation import check_embeddings, float_dtype, naming, warn_caller
 from ..normalisers._dbnorm import DualDynamicInvertedSoftmax
 from ..normalisers._softmax import DynamicInvertedSoftmax
 
@@ -246,7 +245,7 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     report = replace(report, warnings=tuple(_warnings(report)))
     if warn:
         for message in report.warnings:
-            warnings.warn(message, QueryBankWarning, stacklevel=2)
+            warn_caller(message, QueryBankWarning)
     return report
 
 

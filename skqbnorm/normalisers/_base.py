@@ -1,6 +1,5 @@
 """QueryBankNormaliser: the contract every querybank normaliser follows."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -30,6 +29,7 @@ from .._validation import (
     check_embeddings,
     float_dtype,
     naming,
+    warn_caller,
 )
 from ._gallery_bank import check_gallery_bank_use, fit_gallery_bank
 
@@ -319,12 +319,11 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         )
         if getattr(self, "output", "log") == "probability":
             largest = np.finfo(out.dtype).max
-            warnings.warn(
+            warn_caller(
                 f"output='probability' overflows {out.dtype} at {where} and elsewhere: "
                 f"those probabilities are clipped to {largest:.6g}, so they tie. Use "
                 "output='log' (the same ranking, without overflow) to rank.",
                 RuntimeWarning,
-                stacklevel=4,
             )
             np.minimum(out, largest, out=out)
             return

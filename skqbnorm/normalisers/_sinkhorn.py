@@ -1,6 +1,5 @@
 """Sinkhorn normalisation (SN): a log-domain Sinkhorn over the gallery and the querybank."""
 
-import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -8,7 +7,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._stats import ColumnLogSumExp, ProbeMatrix, all_finite, finite_mean
-from .._validation import NotBool
+from .._validation import NotBool, warn_caller
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
 from ._gallery_bank import GalleryBankInput, reader
@@ -366,9 +365,9 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
     def _learn(self, reducers):
         passes = self._bank_passes
         first = _checked(reducers[0].result(), self.tau, "gallery")
-        self._fit_sinkhorn(passes.read, passes.probe.shape, first, stacklevel=6)
+        self._fit_sinkhorn(passes.read, passes.probe.shape, first)
 
-    def _fit_sinkhorn(self, read_bank, shape, first_soft_max, stacklevel):
+    def _fit_sinkhorn(self, read_bank, shape, first_soft_max):
         """Fit the scalings of the targets (P's columns), the first n_features_in_ the gallery's.
 
         Returns the log scalings of the targets beyond the gallery (DBSN's gallery bank).
@@ -386,12 +385,11 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
             self._excess = soft_max - float(finite_mean(soft_max, axis=0))
         if fit.marginal_error > self.tol:
-            warnings.warn(
+            warn_caller(
                 f"{type(self).__name__} did not reach tol={self.tol!r} in n_iter={self.n_iter} "
                 f"iterations: the marginal error is {fit.marginal_error:.3g}. Increase n_iter "
                 "(or tau), or accept the result: the scores are those of the last iteration.",
                 ConvergenceWarning,
-                stacklevel=stacklevel,
             )
         return log_scaling[n_gallery:]
 
@@ -572,7 +570,7 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
         first = passes.first_soft_max
         self.gallery_bank_log_scaling_, self.n_gallery_bank_ = None, 0
         if gallery_bank is None:
-            self._fit_sinkhorn(passes.read, passes.probe.shape, first, stacklevel=8)
+            self._fit_sinkhorn(passes.read, passes.probe.shape, first)
             return
         cross = gallery_bank.querybank_sims(passes.probe)
         (column,) = reader(cross, self.working_memory, self.n_jobs)(
@@ -581,5 +579,5 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
         first = np.concatenate([first, _checked(column.result(), self.tau, "gallery bank")])
         targets = gallery_bank.targets(passes.probe, cross)
         read = reader(targets, self.working_memory, self.n_jobs)
-        self.gallery_bank_log_scaling_ = self._fit_sinkhorn(read, targets.shape, first, stacklevel=8)
+        self.gallery_bank_log_scaling_ = self._fit_sinkhorn(read, targets.shape, first)
         self.n_gallery_bank_ = cross.shape[1]

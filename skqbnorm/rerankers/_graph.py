@@ -7,12 +7,13 @@ the graph of ``sigma="median"`` is the same, to rounding, for features multiplie
 any positive factor.
 """
 
-import warnings
 
 import numpy as np
 from scipy import sparse
 from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
+
+from .._validation import warn_caller
 
 #: Edge lengths beyond this many kernel widths get weight exp(-40^2 / 2) = 0 in
 #: float64 anyway; clipping there keeps the square finite.
@@ -68,12 +69,11 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median"):
         rows, cols, lengths = nearest_neighbour_edges(scaled, n_neighbors)
     weights = gaussian(lengths, exponent, sigma)
     if not weights.any():
-        warnings.warn(
+        warn_caller(
             f"sigma={sigma!r} is so small against the distances between the {n_items} "
             "samples that every affinity exp(-d^2 / (2 sigma^2)) underflows to 0: the "
             "graph has no edge and the prior no effect. Use a larger sigma or 'median'.",
             UserWarning,
-            stacklevel=2,
         )
     matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(n_items, n_items))
     return matrix.maximum(matrix.T).tocsr()  # stores no zeros

@@ -1,6 +1,5 @@
 """Hinge reranking: a sparse quadratic programme solved with OSQP."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -9,6 +8,7 @@ from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import NotBool as Interval
+from .._validation import warn_caller
 from ..metrics import hinge_distance
 from ._base import PairwiseReranker, score_scale, trace_or_one
 from ._graph import quadratic_form
@@ -246,11 +246,10 @@ def check_status(status, n_iter, max_iter, c):
     if status == "solved":
         return
     if status in ("solved inaccurate", "maximum iterations reached"):
-        warnings.warn(
+        warn_caller(
             f"OSQP stopped with status {status!r} after {n_iter} iterations (max_iter="
             f"{max_iter}); the scores may be inaccurate. Raise max_iter or loosen eps_abs/eps_rel.",
             ConvergenceWarning,
-            stacklevel=2,
         )
         return
     raise ValueError(

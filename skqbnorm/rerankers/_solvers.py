@@ -1,12 +1,13 @@
 """The sparse symmetric solves shared by the closed-form rerankers, and component placement."""
 
-import warnings
 
 import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import cg, splu
 from sklearn.exceptions import ConvergenceWarning
+
+from .._validation import warn_caller
 
 #: Relative residual at which conjugate gradients stop.
 TOLERANCE = 1e-10
@@ -171,10 +172,9 @@ def conjugate_gradients(system, rhs, start):
     status = "solved"
     if failed:
         status = "maximum iterations reached"
-        warnings.warn(
+        warn_caller(
             f"Conjugate gradients stopped after {n_iter} iterations without reaching a "
             f"relative residual of {TOLERANCE}; the scores may be inaccurate.",
             ConvergenceWarning,
-            stacklevel=2,
         )
     return scores, {"status": status, "n_iter": n_iter}

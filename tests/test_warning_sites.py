@@ -1,0 +1,90 @@
+"""Every warning points at the caller's line, whichever path reaches it.
+
+A warning attributed to a line inside skqbnorm or scikit-learn is no help: the user
+must see which of their calls produced it, and a ``-W error::...:this_module`` filter
+must be able to select it.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+
+from skqbnorm import (
+    DualBankSinkhornNormalisation,
+    HingeReranker,
+    InvertedSoftmax,
+    SinkhornNormalisation,
+)
+from skqbnorm.metrics import QueryBankWarning, querybank_diagnostics
+
+
+def bank_and_cross(rng):
+    bank = rng.normal(size=(60, 12)) * 0.2 + 0.3
+    return bank, rng.normal(size=(60, 9)) * 0.2 + 0.3
+
+
+def no_score(estimator, X, y=None):
+    return 0.0
+
+
+def caught(category, call):
+    """The warnings of ``category`` that ``call()`` issues (at least one)."""
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        call()
+    found = [warning for warning in record if issubclass(warning.category, category)]
+    assert found, f"no {category.__name__}"
+    return found
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["fit", "fit_transform", "pipeline", "grid_search", "dbsn_fit_transform", "dbsn_gallery_bank"],
+)
+def test_sinkhorn_convergence_warning(rng, path):
+    bank, cross = bank_and_cross(rng)
+    sn = SinkhornNormalisation(tau=0.01, n_iter=2)
+    dbsn = DualBankSinkhornNormalisation(tau=0.01, n_iter=2)
+    calls = {
+        "fit": lambda: sn.fit(bank),
+        "fit_transform": lambda: sn.fit_transform(bank),
+        "pipeline": lambda: make_pipeline(sn).fit(bank),
+        "grid_search": lambda: GridSearchCV(sn, {"n_iter": [2]}, cv=2, scoring=no_score).fit(bank),
+        "dbsn_fit_transform": lambda: dbsn.fit_transform(bank),
+        "dbsn_gallery_bank": lambda: dbsn.fit_transform(bank, querybank_to_gallery_bank=cross),
+    }
+    for warning in caught(ConvergenceWarning, calls[path]):
+        assert warning.filename == __file__, (path, warning.filename, warning.lineno)
+
+
+def test_probability_overflow_warning_from_transform_and_top_k(rng):
+    bank = rng.normal(size=(40, 5)).astype(np.float32)
+    normaliser = InvertedSoftmax(beta=100.0, output="probability").fit(bank)
+    queries = bank.max(axis=0, keepdims=True) + np.float32(2)  # exp(200) overflows float32
+    for call in (lambda: normaliser.transform(queries), lambda: normaliser.top_k(queries, k=2)):
+        for warning in caught(RuntimeWarning, call):
+            assert warning.filename == __file__
+
+
+def test_querybank_diagnostics_warning(rng):
+    bank = rng.normal(size=(30, 40))
+    queries = rng.normal(size=(30, 40)) + 3.0 * (np.arange(40) >= 20)  # another top-1 region
+    for warning in caught(QueryBankWarning, lambda: querybank_diagnostics(bank, queries)):
+        assert warning.filename == __file__
+
+
+def test_reranker_warnings_from_fit_and_fit_predict(rng):
+    features = np.r_[rng.normal(0, 0.3, size=(20, 2)), rng.normal(3, 0.3, size=(20, 2))]
+    initial = rng.normal(size=40)
+    # c=1e3: the QP, not the closed form, solves it, and stops after 3 iterations.
+    reranker = HingeReranker(c=1e3, max_iter=3, eps_abs=1e-12, eps_rel=1e-12)
+    for call in (lambda: reranker.fit(features, initial), lambda: reranker.fit_predict(features, initial)):
+        for warning in caught(ConvergenceWarning, call):
+            assert warning.filename == __file__
+    isolated = HingeReranker(sigma=1e-300)  # every affinity underflows
+    for warning in caught(UserWarning, lambda: isolated.fit(features, initial)):
+        assert warning.filename == __file__
