@@ -5,6 +5,7 @@ precomputed and embedding input, chunked and not; the stated equivalences; the
 scikit-learn contract; bad input; finite in, finite out at every scale.
 """
 
+import itertools
 import pickle
 
 import numpy as np
@@ -14,7 +15,17 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 import skqbnorm._stats
-from skqbnorm import CSLS, Centering, MutualProximity, QueryBankZNorm
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DualBankSinkhornNormalisation,
+    DualDynamicInvertedSoftmax,
+    DualInvertedSoftmax,
+    DualSoftmax,
+    MutualProximity,
+    QueryBankZNorm,
+    SinkhornNormalisation,
+)
 from skqbnorm import NearestNeighborNormalization as NNN
 from skqbnorm._stats import ColumnMoments, ProbeMatrix, RowMoments, reduce_bank
 from skqbnorm.datasets import make_hubness_sims
@@ -214,7 +225,7 @@ def leaves(request, monkeypatch):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_bitwise_the_same_for_every_split_and_memmap(rng, tmp_path, leaves, name):
+def test_bitwise_the_same_for_every_split_layout_and_memmap(rng, tmp_path, leaves, name):
     estimator, reference = CASES[name]
     bank = np.round(rng.normal(size=(333, 40)), 2)  # ties, and a partial last leaf
     bank[:, :3] += 1.0
@@ -224,12 +235,18 @@ def test_bitwise_the_same_for_every_split_and_memmap(rng, tmp_path, leaves, name
     expected = clone(estimator).fit(bank)
     scores = expected.transform(queries)
     assert_allclose(scores, reference(queries, bank), rtol=1e-10, atol=1e-10)
-    for working_memory, n_jobs in [(1e-4, 1), (1e-4, 2), (None, 2)]:
+    banks = {
+        "memmap": lambda: np.load(path, mmap_mode="r"),
+        "Fortran": lambda: np.asfortranarray(bank),
+        "strided": lambda: np.repeat(bank, 2, axis=1)[:, ::2],
+    }
+    for layout, (working_memory, n_jobs) in itertools.product(banks, [(1e-4, 1), (1e-4, 2), (None, 2)]):
         fitted = clone(estimator).set_params(working_memory=working_memory, n_jobs=n_jobs)
-        fitted.fit(np.load(path, mmap_mode="r"))
+        fitted.fit(banks[layout]())
         for got, want in zip(fitted_arrays(fitted), fitted_arrays(expected), strict=True):
-            assert_array_equal(got, want)
-        assert_array_equal(fitted.transform(queries), scores)
+            assert_array_equal(got, want, err_msg=layout)
+        assert_array_equal(fitted.transform(queries), scores, err_msg=layout)
+        assert_array_equal(fitted.transform(np.asfortranarray(queries)), scores, err_msg=layout)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -546,3 +563,46 @@ def test_inputs_pickle_and_row_independence(rng, name):
     assert_array_equal(restored.transform(queries), full)
     assert_array_equal(fitted.transform(queries[17:18]), full[17:18])
     assert_array_equal(fitted.set_params(working_memory=1e-4).transform(queries), full)
+
+
+# -- the bank's memory layout ------------------------------------------------------------
+
+LAYOUT_CASES = {
+    "SN": (SinkhornNormalisation(tau=0.05, n_iter=5, tol=0.0), None),
+    "DBSN": (DualBankSinkhornNormalisation(tau=0.05, n_iter=5, tol=0.0), None),
+    "DBSN-gallery-bank": (DualBankSinkhornNormalisation(tau=0.05, n_iter=5, tol=0.0),
+                          "querybank_to_gallery_bank"),
+    "DSL": (DualSoftmax(temperature=0.1), None),
+    "DBNorm": (DualInvertedSoftmax(beta1=3.0, beta2=4.0), "gallery_bank"),
+    "DBNorm-dynamic": (DualDynamicInvertedSoftmax(beta1=3.0, beta2=4.0, k=2), "gallery_bank"),
+}
+LAYOUTS = {
+    "Fortran": np.asfortranarray,
+    "strided": lambda array: np.repeat(array, 2, axis=1)[:, ::2],
+    "reversed twice": lambda array: array[::-1, ::-1][::-1, ::-1],
+}
+
+
+def every_fitted_array(estimator):
+    return {name: value for name, value in vars(estimator).items()
+            if name.endswith("_") and isinstance(value, np.ndarray)}
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tol=0: every iteration
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", LAYOUT_CASES)
+def test_bank_layout_does_not_change_a_bit(rng, name, layout):
+    # Row passes (Sinkhorn's v-update) sum along rows: a Fortran block must be summed
+    # in the same order as a C block.
+    estimator, side_name = LAYOUT_CASES[name]
+    queries, bank = sims_pair(rng, n_bank=90, n_gallery=300)
+    side = rng.normal(size=(90 if side_name == "querybank_to_gallery_bank" else 70, 300 if
+                            side_name == "gallery_bank" else 40)) * 0.5
+    expected = clone(estimator).fit(bank, **({side_name: side} if side_name else {}))
+    arranged = LAYOUTS[layout]
+    fitted = clone(estimator).fit(arranged(bank), **({side_name: arranged(side)} if side_name else {}))
+    want = every_fitted_array(expected)
+    assert want
+    for attribute, value in every_fitted_array(fitted).items():
+        assert_array_equal(value, want[attribute], err_msg=attribute)
+    assert_array_equal(fitted.transform(arranged(queries)), expected.transform(queries))

@@ -17,12 +17,13 @@ def offset_block(block, offsets):
     """``block + offsets`` in the block's dtype, as ``ColumnLogSumExp`` works in it.
 
     float32 blocks stay float32 (their exponentials are then as fast as IS's), unless
-    the sum overflows float32: then it is taken in float64.
+    the sum overflows float32: then it is taken in float64. The sum is C-ordered
+    whatever the block's layout, so that row sums add in the same order.
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        shifted = np.add(block, offsets.astype(block.dtype))
+        shifted = np.add(block, offsets.astype(block.dtype), order="C")
     if shifted.dtype != np.float64 and not all_finite(shifted):
-        shifted = np.add(block, offsets, dtype=np.float64)
+        shifted = np.add(block, offsets, dtype=np.float64, order="C")
     return shifted
 
 
