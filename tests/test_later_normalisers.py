@@ -606,3 +606,12 @@ def test_bank_layout_does_not_change_a_bit(rng, name, layout):
     for attribute, value in every_fitted_array(fitted).items():
         assert_array_equal(value, want[attribute], err_msg=attribute)
     assert_array_equal(fitted.transform(arranged(queries)), expected.transform(queries))
+
+
+@pytest.mark.parametrize("first, then", [("empiric", "gaussian"), ("gaussian", "empiric")])
+def test_a_refit_with_the_other_method_keeps_nothing_of_the_first(rng, first, then):
+    queries, bank = sims_pair(rng)
+    refitted = MutualProximity(method=first).fit(bank).set_params(method=then).fit(bank)
+    fresh = MutualProximity(method=then).fit(bank)
+    assert set(vars(refitted)) == set(vars(fresh))  # no sorted bank left behind (O(M N))
+    assert_array_equal(refitted.transform(queries), fresh.transform(queries))

@@ -222,6 +222,8 @@ class MutualProximity(QueryBankNormaliser):
         return [ColumnMoments(n_gallery) if self.method == "gaussian" else SortedColumns()]
 
     def _learn(self, reducers):
+        for name in ("bank_mean_", "bank_std_", "_bank_scale", "sorted_bank_", "_bank_ranks"):
+            self.__dict__.pop(name, None)  # a refit with the other method must not keep them
         if self.method == "gaussian":
             learn_bank_moments(self, reducers[0])
         else:
