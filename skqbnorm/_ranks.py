@@ -12,13 +12,21 @@ count is exact (an integer): the bucket function is monotone and is applied, in 
 same arithmetic, to the column's entries and to the values searched.
 """
 
+import itertools
+
 import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
 
 
 class SortedColumns:
-    """The whole probe matrix with every column sorted ascending (O(M N) memory)."""
+    """The whole probe matrix with every column sorted ascending (O(M N) memory).
 
-    def __init__(self):
+    With several jobs, each copies and sorts its own strip of columns, in threads
+    (the strips are written in place, whatever joblib backend is active).
+    """
+
+    def __init__(self, n_jobs=None):
+        self.n_jobs = n_jobs
         self.blocks = []
 
     def update(self, block, rows):
@@ -31,11 +39,23 @@ class SortedColumns:
         # Column-major, so that each column's sorted values lie together in memory,
         # and count_greater searches within one column's values at a time.
         n_rows = sum(len(block) for block in self.blocks)
-        values = np.empty((n_rows, self.blocks[0].shape[1]), dtype=self.blocks[0].dtype, order="F")
-        np.concatenate(self.blocks, out=values)
+        n_columns = self.blocks[0].shape[1]
+        values = np.empty((n_rows, n_columns), dtype=self.blocks[0].dtype, order="F")
+        n_strips = max(1, min(effective_n_jobs(self.n_jobs), n_columns))
+        bounds = np.linspace(0, n_columns, n_strips + 1).astype(int)
+        strips = [slice(start, stop) for start, stop in itertools.pairwise(bounds)]
+        if n_strips == 1:
+            self._sort_strip(values, strips[0])
+        else:
+            Parallel(n_jobs=n_strips, require="sharedmem")(
+                delayed(self._sort_strip)(values, strip) for strip in strips
+            )
         self.blocks = []
-        values.sort(axis=0)
         return values
+
+    def _sort_strip(self, values, strip):
+        np.concatenate([block[:, strip] for block in self.blocks], out=values[:, strip])
+        values[:, strip].sort(axis=0)
 
 
 class SortedRows:

@@ -4,9 +4,10 @@ import pickle
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from numpy.testing import assert_array_equal
 
-from skqbnorm._ranks import ColumnRanks, bisect, count_below_midpoint, count_greater
+from skqbnorm._ranks import ColumnRanks, SortedColumns, bisect, count_below_midpoint, count_greater
 
 
 def searchsorted_greater(sorted_columns, values):
@@ -159,3 +160,18 @@ def test_a_pickle_leaves_the_table_out_and_counts_the_same():
     assert restored._table is None
     assert_array_equal(restored.count_greater(values), expected)
     assert_array_equal(restored.table, ranks.table)
+
+
+@pytest.mark.parametrize("backend", ["threading", "loky"])
+def test_sorted_columns_sorts_strips_in_place_under_any_backend(rng, backend):
+    # The strips are written into one array: a process backend must not take them away.
+    blocks = [np.round(rng.normal(size=(n, 11)), 1).astype(np.float32) for n in (5, 17, 1, 9)]
+    expected = np.sort(np.concatenate(blocks), axis=0)
+    for n_jobs in (1, 2, 3, 11, 20):
+        reducer = SortedColumns(n_jobs)
+        for block in blocks:
+            reducer.update(block, None)
+        with parallel_config(backend=backend):
+            values = reducer.result()
+        assert values.flags.f_contiguous and values.dtype == np.float32
+        np.testing.assert_array_equal(values, expected)

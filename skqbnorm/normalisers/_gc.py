@@ -37,8 +37,9 @@ class GloballyCorrected(QueryBankNormaliser):
         Bound, in MiB, on the memory of one block during fit and transform;
         None means 16 MiB.
     n_jobs : int, default=None
-        Threads over bank blocks in fit and query blocks in transform (joblib;
-        None means 1, -1 all cores). Results do not depend on it.
+        Threads over bank blocks in fit, over strips of gallery columns for the
+        sort, and over query blocks in transform (joblib; None means 1, -1 all
+        cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -107,7 +108,7 @@ class GloballyCorrected(QueryBankNormaliser):
         fill_blocks(out, [(rows, columns) for columns in strips], scores, self.n_jobs)
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [SortedColumns()]
+        return [SortedColumns(self.n_jobs)]
 
     def _learn(self, reducers):
         self.sorted_bank_ = reducers[0].result()

@@ -159,8 +159,9 @@ class MutualProximity(QueryBankNormaliser):
         Bound, in MiB, on the memory of one block during fit and transform;
         None means 16 MiB.
     n_jobs : int, default=None
-        Threads over bank blocks in fit and query blocks in transform (joblib;
-        None means 1, -1 all cores). Results do not depend on it.
+        Threads over bank blocks in fit, over strips of gallery columns for the
+        empiric method's sort, and over query blocks in transform (joblib; None
+        means 1, -1 all cores). Results do not depend on it.
 
     Attributes
     ----------
@@ -219,7 +220,7 @@ class MutualProximity(QueryBankNormaliser):
         self.method = method
 
     def _reducers(self, n_bank, n_gallery, dtype):
-        return [ColumnMoments(n_gallery) if self.method == "gaussian" else SortedColumns()]
+        return [ColumnMoments(n_gallery) if self.method == "gaussian" else SortedColumns(self.n_jobs)]
 
     def _learn(self, reducers):
         for name in ("bank_mean_", "bank_std_", "_bank_scale", "sorted_bank_", "_bank_ranks"):
