@@ -177,6 +177,25 @@ def test_scores_beyond_the_dtype_are_refused(rng):
         normaliser.transform(np.full((1, 4), 20.0, dtype=np.float32))
 
 
+@pytest.mark.parametrize("dtype, temperature, small", [(np.float64, 0.01, 2.3e-308),
+                                                       (np.float32, 0.1, 1e-30)])
+def test_a_finite_score_whose_weight_overflows_is_kept(dtype, temperature, small):
+    # Every bank similarity to item 0 is -10: the weight of S = 0, about e^(10 / T), is
+    # beyond the dtype, yet S * weight is 0 for S = 0 and finite for a small S.
+    normaliser = DualSoftmax(temperature=temperature).fit(np.full((5, 2), -10.0, dtype=dtype))
+    queries = np.array([[0.0, -10.0], [small, -10.0], [-small, -10.0]], dtype=dtype)
+    with np.errstate(over="ignore"):
+        assert np.isinf(np.exp(dtype(10.0 / temperature)))
+    out = normaliser.transform(queries)
+    c = -10.0 + temperature * np.log(5.0)
+    expected = [np.sign(s) * np.exp(np.log(abs(s)) + (s - c) / temperature) if s else 0.0
+                for s in queries[:, 0].astype(float)]
+    assert out.dtype == dtype and np.isfinite(out).all()
+    assert out[0, 0] == 0
+    assert_allclose(out[:, 0], expected, rtol=1e-12 if dtype == np.float64 else 1e-4)
+    assert_allclose(out[:, 1], -10.0 * np.exp((-10.0 - c) / temperature), rtol=1e-5)
+
+
 def test_temperature_beyond_float32(rng):
     bank = rng.normal(size=(30, 5)).astype(np.float32)
     out = DualSoftmax(temperature=1e-60).fit(bank).transform(bank)

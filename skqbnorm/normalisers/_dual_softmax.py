@@ -25,7 +25,9 @@ class DualSoftmax(QueryBankNormaliser):
     literally, so the sign of ``S`` matters: a negative similarity becomes more
     negative the larger its weight (the weight is highest where the query stands out),
     and ``S = 0`` scores 0 whatever its weight. Scores whose weight underflows the
-    dtype (``(S - c_g) / T`` below about -745 in float64, -103 in float32) are 0.
+    dtype (``(S - c_g) / T`` below about -745 in float64, -103 in float32) are 0;
+    where the weight alone overflows, the product is taken as
+    ``sign(S) exp(log|S| + (S - c_g) / T)``, finite while the score is.
 
     Two uses, two protocols:
 
@@ -129,7 +131,23 @@ class DualSoftmax(QueryBankNormaliser):
             self._score(sims.astype(np.float64), columns, row_state, wide)
             out[...] = wide
             return
-        np.subtract(sims, self.bank_soft_max_[columns].astype(sims.dtype), out=out)
+        soft_max = self.bank_soft_max_[columns].astype(sims.dtype)
+        np.subtract(sims, soft_max, out=out)
         out /= temperature
-        np.exp(out, out=out)  # a finite score that overflows is computed again in float64
-        out *= sims
+        np.exp(out, out=out)
+        weight_overflows = np.isinf(out)
+        out *= sims  # a finite score that overflows is computed again in float64
+        if weight_overflows.any():
+            rows, items = np.nonzero(weight_overflows)
+            out[rows, items] = _product_beyond_the_weight(sims[rows, items], soft_max[items], temperature)
+
+
+def _product_beyond_the_weight(sims, soft_max, temperature):
+    """``S * exp((S - c) / T)`` where the weight alone overflows: ``sign(S) exp(log|S| + (S - c) / T)``.
+
+    Finite when ``|S|`` is small enough, and 0 when ``S`` is 0 (``0 * inf`` would be NaN).
+    """
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        exponent = (sims - soft_max) / temperature
+        magnitude = np.exp(np.log(np.abs(sims)) + exponent)
+    return np.where(sims == 0, 0, np.copysign(magnitude, sims))
