@@ -371,6 +371,11 @@ def test_bad_gallery_bank_inputs_are_named_with_their_shapes(rng):
     with pytest.raises(ValueError, match=r"querybank_to_gallery_bank contains NaN or infinity: "
                                          r"the similarity of querybank row 44 to gallery-bank item 3"):
         DBSN(working_memory=1e-3).fit(bank, querybank_to_gallery_bank=bad)
+    broken = gallery_bank.copy()  # unused beside s(b, h), yet not taken broken
+    broken[7, 11] = np.inf
+    with pytest.raises(ValueError, match=r"gallery_bank contains NaN or infinity: the similarity "
+                                         r"of gallery_bank row 7 to gallery item 11 is inf"):
+        DBSN(working_memory=1e-3).fit(bank, gallery_bank=broken, querybank_to_gallery_bank=cross)
 
 
 def test_bad_gallery_bank_embeddings_are_named(rng):

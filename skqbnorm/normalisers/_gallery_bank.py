@@ -13,7 +13,8 @@ DBSN also needs ``s(b, h)`` between the querybank and the gallery bank (and not
 ``P_g``). In embedding mode it comes from the two sets of embeddings; in precomputed
 mode the caller passes it, ``fit(P, querybank_to_gallery_bank=C)`` with ``C`` (M x M_g),
 rows in the querybank's order (so that ``GridSearchCV`` splits them with its folds);
-``gallery_bank=P_g`` may be passed beside it, and then only its shape is checked.
+``gallery_bank=P_g`` may be passed beside it, and then only its shape and its
+finiteness are checked.
 Such a normaliser hands :class:`GalleryBankInput` (the two precomputed matrices) to
 the base class's ``fit`` as its ``gallery_bank``, and reads ``s(b, h)`` through
 :meth:`GalleryBank.querybank_sims` and :meth:`GalleryBank.targets`.
@@ -143,6 +144,9 @@ class GalleryBank:
                 f"{querybank.shape}: {name} needs one row of {CROSS_NAME} per querybank "
                 f"row, {querybank.shape[0]} rows."
             )
+        if self.probe is not None:  # given beside it, unused, but not to be taken broken
+            for _ in self.probe.blocks(self.normaliser.working_memory):
+                pass  # each block is checked for NaN and infinity as it is read
         return sims
 
     def targets(self, querybank, cross):

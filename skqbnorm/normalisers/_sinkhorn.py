@@ -528,7 +528,8 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
             Embedding mode: the gallery-bank embeddings. Precomputed mode: the
             gallery bank's similarities to the gallery, optional beside
             ``querybank_to_gallery_bank`` (unused: DBSN needs ``s(b, h)`` only),
-            whose columns must then match its rows.
+            whose columns must then match its rows; it is read once, for NaN and
+            infinity.
         querybank_to_gallery_bank : array-like of shape (n_bank, n_gallery_bank), default=None
             Precomputed mode only: ``s(b, h)``, the querybank's similarities to
             the gallery bank, rows in ``X``'s order. An ``np.memmap`` is read block
