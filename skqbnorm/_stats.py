@@ -189,14 +189,18 @@ def embedding_products(queries, gallery_t, rows, name, metric, first_column=0):
 
 
 def check_finite_block(block, rows, name="querybank", first_column=0, *, row_name=None,
-                       item="gallery item"):
-    """An error naming the first NaN/inf of ``block``: its row (of ``row_name``) and ``item``."""
+                       item="gallery item", items=None):
+    """An error naming the first NaN/inf of ``block``: its row (of ``row_name``) and ``item``.
+
+    The block's columns are the items from ``first_column`` on, or the index array ``items``.
+    """
     if all_finite(block):
         return
     bad = np.argwhere(~np.isfinite(block))[0]
+    column = first_column + bad[1] if items is None else items[bad[1]]
     raise ValueError(
         f"Input {name} contains NaN or infinity: the similarity of {row_name or name} row "
-        f"{rows.start + bad[0]} to {item} {first_column + bad[1]} is {block[tuple(bad)]}."
+        f"{rows.start + bad[0]} to {item} {column} is {block[tuple(bad)]}."
     )
 
 

@@ -15,6 +15,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
+from ._stats import finite_mean
 from .normalisers import (
     CSLS,
     DualDynamicInvertedSoftmax,
@@ -306,7 +307,8 @@ class NormalisedIndex(BaseEstimator):
         if not self.bias_form_:
             candidates, sims = raw, raw_sims
         elif normaliser._is_gated():
-            forms = normaliser.row_forms(top1)
+            forms = np.full(len(top1), -1, dtype=np.intp)  # no raw result: no top-1, left raw
+            forms[top1 >= 0] = normaliser.row_forms(top1[top1 >= 0])
             candidates = raw[:, :k].copy()
             normalised = np.flatnonzero(forms >= 0)
             tails = np.eye(self._n_forms())[forms[normalised]]
@@ -343,7 +345,7 @@ class NormalisedIndex(BaseEstimator):
             return None, None, None
         sims = self._pair_similarities(queries, raw)
         if isinstance(normaliser, CSLS):
-            return np.sort(sims[:, : normaliser.k], axis=1), None, sims
+            return np.sort(_neighbourhood_of_found(sims[:, : normaliser.k]), axis=1), None, sims
         if isinstance(normaliser, MutualProximity):
             mean, covariance = self._gallery_moments
             variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
@@ -353,9 +355,8 @@ class NormalisedIndex(BaseEstimator):
         if isinstance(normaliser, (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax)):
             return (top_value, top1), top1, sims
         if isinstance(normaliser, GloballyCorrected):
-            lowest = self._index_search(-queries, np.zeros(0), 1)
-            low = self._pair_similarities(queries, lowest)
-            return (np.minimum(low, top_value[:, None]), top_value[:, None]), top1, sims
+            lowest = self._pair_similarities(queries, self._index_search(-queries, np.zeros(0), 1))
+            return _row_range_of_found(lowest[:, 0], sims), top1, sims
         return None, top1, sims
 
     def _pair_similarities(self, queries, candidates):
@@ -397,6 +398,32 @@ class NormalisedIndex(BaseEstimator):
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores
+
+
+def _neighbourhood_of_found(sims):
+    """Each row's raw top k for CSLS's ``r_G(q)``, where the index found fewer than k
+    (-inf) the missing ones taken as the mean of those found, so that ``r_G(q)`` is
+    their mean (0 in a row of none: its scores are all -inf anyway)."""
+    found = np.isfinite(sims)
+    if found.all():
+        return sims
+    count = found.sum(axis=1)
+    mean = finite_mean(np.where(found, sims, 0), axis=1) * (sims.shape[1] / np.maximum(count, 1))
+    return np.where(found, sims, mean.astype(sims.dtype)[:, None])
+
+
+def _row_range_of_found(lowest, sims):
+    """GC's row range ``(low, high)``, each of shape (n, 1), from the search of ``-q``
+    (``lowest``) and the raw results (``sims``), -inf where the index found nothing:
+    the lowest of what was found, and 0 for a row of nothing (its scores are all -inf)."""
+    with np.errstate(invalid="ignore"):
+        found = np.isfinite(sims)
+        high = np.where(found, sims, -np.inf).max(axis=1)
+        low = np.minimum(np.where(np.isfinite(lowest), lowest, np.inf),
+                         np.where(found, sims, np.inf).min(axis=1))
+    empty = ~found.any(axis=1)
+    high[empty] = low[empty] = 0
+    return low[:, None], high[:, None]
 
 
 def _rows_of(row_state, rows):

@@ -221,3 +221,57 @@ def test_recall_at_documented_settings(normaliser, factory, settings, large):
     index = NormalisedIndex(normaliser, factory, **settings).fit()
     found, _ = index.search(large["queries"], k=10)
     assert recall_at_10(found, exact) >= 0.95
+
+
+@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED + [CSLS(k=100)],
+                         ids=ids(BIAS_FORM + RERANKED + [CSLS(k=100)]))
+def test_missing_results_leave_every_score_finite_or_minus_inf(normaliser, data):
+    """-1 slots score -inf and nothing else breaks, even where CSLS's raw top k (100
+    here, more than one IVF list holds) or GC's range searches come back short."""
+    normaliser = fit(normaliser, data)
+    index = NormalisedIndex(normaliser, "IVF64,Flat", nprobe=1, n_candidates=100).fit()
+    indices, scores = index.search(data["queries"], k=100)
+    missing = indices < 0
+    assert missing.any() and (~missing).any()
+    np.testing.assert_array_equal(np.isneginf(scores), missing)
+    assert np.isfinite(scores[~missing]).all()
+    assert (scores[:, 1:] <= scores[:, :-1]).all()
+
+
+@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
+def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
+    normaliser = fit(normaliser, data)
+    index = NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
+    queries = data["queries"][:6]
+    expected = index.search(queries, k=10)
+    search = index._index_search
+
+    def finding_nothing_for_query_0_raw(vectors, tails, k):
+        found = search(vectors, tails, k)
+        if not np.any(tails):  # a raw search: queries [q, 0]
+            found[0] = -1
+        return found
+
+    monkeypatch.setattr(index, "_index_search", finding_nothing_for_query_0_raw)
+    indices, scores = index.search(queries, k=10)
+    for got, want in zip((indices, scores), expected):
+        np.testing.assert_array_equal(got[1:], want[1:])
+    np.testing.assert_array_equal(np.isneginf(scores[0]), indices[0] < 0)
+    assert np.isfinite(scores[0][indices[0] >= 0]).all()
+
+
+def test_scores_beyond_the_dtype_as_top_k_has_them():
+    # float32 scores that overflow: clipped with a warning (probabilities) or refused
+    # naming the gallery item, as top_k does; the index scores a union of candidates.
+    rng = np.random.default_rng(2)
+    bank, gallery, queries = (rng.normal(size=(n, 16)).astype(np.float32) for n in (300, 500, 40))
+    probability = InvertedSoftmax(metric="dot", beta=10.0, output="probability").fit(bank, gallery=gallery)
+    index = NormalisedIndex(probability, "Flat", n_candidates=500).fit()
+    with pytest.warns(RuntimeWarning, match=r"overflows float32 at X row \d+, gallery item \d+"):
+        _, scores = index.search(3 * queries, k=5)
+    assert (scores[:, 0] == np.finfo(np.float32).max).any()
+    dual_softmax = DualSoftmax(metric="dot").fit(bank, gallery=gallery)
+    with pytest.raises(ValueError, match=r"overflow float32, first at X row 32, gallery item 492"):
+        dual_softmax.top_k(queries=queries, k=10)
+    with pytest.raises(ValueError, match=r"overflow float32, first at X row 32, gallery item 492"):
+        NormalisedIndex(dual_softmax, "Flat").fit().search(queries, k=10)

@@ -57,6 +57,11 @@ def fill_blocks(out, blocks, scores, n_jobs):
         out[block] = block_scores
 
 
+def gallery_item(columns, position):
+    """The gallery index of a block's column ``position``; ``columns``: a slice or an index array."""
+    return (columns.start or 0) + position if isinstance(columns, slice) else int(columns[position])
+
+
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Base class of the querybank normalisers; not for direct use.
 
@@ -294,7 +299,10 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         # Finite input mostly gives finite scores, so the scores, still in cache, are
         # tested first, and the input only if they fail.
         if not all_finite(out):
-            check_finite_block(block, rows, name="X", first_column=columns.start or 0)
+            if isinstance(columns, slice):
+                check_finite_block(block, rows, name="X", first_column=columns.start or 0)
+            else:  # a vector index's candidates
+                check_finite_block(block, rows, name="X", items=columns)
             self._rescore_overflow(block, columns, row_state, rows, out)
         return out
 
@@ -314,7 +322,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 return
         bad = tuple(np.argwhere(~np.isfinite(out))[0])
         where = (
-            f"X row {rows.start + bad[0]}, gallery item {(columns.start or 0) + bad[1]} "
+            f"X row {rows.start + bad[0]}, gallery item {gallery_item(columns, bad[1])} "
             f"(similarity {block[bad]:.6g})"
         )
         if getattr(self, "output", "log") == "probability":
