@@ -16,6 +16,7 @@ import zipfile
 import zlib
 from collections import namedtuple
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 from sklearn.utils import gen_batches
@@ -38,6 +39,9 @@ HEADER_READERS = {
     (2, 0): np.lib.format.read_array_header_2_0,
 }
 NPY_MAGIC, ZIP_MAGIC = b"\x93NUMPY", b"PK"
+# What parsing a corrupt header's dict text can raise (a tokenizer error, before Python
+# 3.12, for an unclosed bracket; a recursion error for deeply nested ones).
+HEADER_ERRORS = (ValueError, TypeError, SyntaxError, OverflowError, TokenError, RecursionError)
 
 
 def checked_header(stream, size, where, expected):
@@ -54,7 +58,7 @@ def checked_header(stream, size, where, expected):
         shape, _, dtype = HEADER_READERS[version](stream)
         if any(length < 0 for length in shape):
             raise ValueError(f"negative length in shape {shape}")
-    except (ValueError, TypeError, SyntaxError, OverflowError) as error:
+    except HEADER_ERRORS as error:
         raise CommandError(f"{where}: not a valid .npy file ({error}).") from error
     if dtype.kind not in expected.kinds or dtype.fields is not None or dtype.subdtype:
         raise CommandError(f"{where}: holds {dtype} values; expected {expected.what}.")

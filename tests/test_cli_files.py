@@ -226,8 +226,21 @@ def cut_archive(path):
     path.write_bytes(data[: len(data) // 2])
 
 
+def unclosed_shape(path, suffix=".npy"):
+    """A saved array whose header's shape tuple lost its ')': a tokenizer error to parse."""
+    np.save(path.with_suffix(".tmp.npy"), np.ones((N_QUERIES, N_GALLERY)))
+    data = path.with_suffix(".tmp.npy").read_bytes().replace(b"(20, 30)", b"(20, 30 ", 1)
+    if suffix == ".npy":
+        path.write_bytes(data)
+    else:
+        zip_with(path, {"sims.npy": data})
+
+
 SHAPE = (N_QUERIES, N_GALLERY)
 BAD_FILES = {
+    "unclosed shape": ("sims.npy", unclosed_shape, "not a valid .npy file"),
+    "unclosed shape in .npz": ("sims.npz", lambda p: unclosed_shape(p, ".npz"),
+                               r"\[sims.npy\]: not a valid .npy file"),
     "truncated .npy": ("sims.npy", truncated, r"truncated or corrupt.*\(20, 30\)"),
     "gigantic header": ("sims.npy", lambda p: p.write_bytes(npy_header((10**9, 10**9)) + b"0" * 64),
                         r"announces shape \(1000000000, 1000000000\).*holds only 192 bytes"),
