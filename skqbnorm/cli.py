@@ -294,6 +294,7 @@ def plan_methods(requested, args, n_bank, n_gallery, gallery_bank_inputs=()):
     method asked for by name, is an error.
     """
     settings = settings_of(args)
+    check_settings_apply(settings, requested, args.method)
     runnable = []
     for method in requested:
         normaliser = make_normaliser(method, settings)
@@ -321,6 +322,19 @@ def plan_methods(requested, args, n_bank, n_gallery, gallery_bank_inputs=()):
             continue
         runnable.append(method)
     return runnable
+
+
+def check_settings_apply(settings, requested, chosen):
+    """Refuse a setting that none of the requested methods takes: it would be ignored
+    silently, and a typo (``--k`` for ``--beta``) go unnoticed."""
+    taken = {name for method in requested for name in METHODS[method].options}
+    for name, value in settings._asdict().items():
+        if value is not None and name not in taken:
+            users = [method for method, spec in METHODS.items() if name in spec.options]
+            raise CommandError(
+                f"--{name.replace('_', '-')} {value:g} is not a setting of --method {chosen}; "
+                f"it sets {', '.join(users)}."
+            )
 
 
 def settings_of(args):
@@ -600,7 +614,7 @@ methods (--method):
     "are those of the last iteration. dsl-transductive normalises over the test queries of "
     "--sims, so each score depends on the other test queries: a fair comparison only with "
     "other transductive methods. A hyperparameter not given keeps the default of its "
-    "skqbnorm class.",
+    "skqbnorm class; one that no chosen method takes is refused.",
 ) + "\n"
 
 

@@ -336,6 +336,19 @@ def test_alpha_zero_leaves_nnn_raw(files, capsys, tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), data["--sims"])
 
 
+@pytest.mark.parametrize("method, setting, users", [
+    ("gc", ["--tau", "5"], "sn, dbsn"),
+    ("is", ["--k", "3"], "dis, csls, nnn, dis-gated, nnn-gated, dual-dis"),
+    ("raw", ["--beta", "2"], "is, dis, dis-gated"),
+])
+def test_a_setting_no_chosen_method_takes_is_refused(files, capsys, method, setting, users):
+    paths, _ = files
+    err = refused(argv(paths, "--method", method, *setting), capsys)
+    assert f"{setting[0]} {setting[1]} is not a setting of --method {method}; it sets {users}." in err
+    code, _, _ = run(argv(paths, "--method", "all", *setting, "--quiet", "--bootstrap", "0"), capsys)
+    assert code == 0  # some method takes it
+
+
 def test_the_help_lists_every_method_and_setting(capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", "--help"])
