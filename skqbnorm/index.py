@@ -82,7 +82,10 @@ class NormalisedIndex(BaseEstimator):
     dtype) for the items the index finds; the index only chooses the candidates.
     The per-row statistics above come from the raw search, so with an approximate
     index they are approximate too: the gate's top-1, CSLS's ``r_G(q)`` (a per-row
-    shift, which leaves the ranking alone) and GC's row range (its tie-break). With a
+    shift, which leaves the ranking alone) and GC's row range (its tie-break). Where a
+    raw search comes back short (an IVF index with a small ``nprobe``), they come from
+    the items it found (``r_G(q)`` is their mean), and a query whose raw search finds
+    nothing is left raw by a gate. With a
     ``"Flat"`` index the results are ``normaliser.top_k(queries=...)``'s, ties and
     float32 rounding of the index aside.
 
