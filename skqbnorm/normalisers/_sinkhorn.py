@@ -375,10 +375,10 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
         """
         fit = sinkhorn_potentials(read_bank, shape, self.tau, self.n_iter, self.tol, first_soft_max)
         n_gallery = self.n_features_in_
-        with np.errstate(over="ignore"):  # 1 / tau may overflow: an attribute to inspect only
+        with np.errstate(over="ignore"):  # / tau may overflow: attributes to inspect only
             log_scaling = (1.0 - fit.target_soft_max) / self.tau - np.log(shape[1])
+            self.bank_log_scaling_ = fit.bank_potential / self.tau
         self.gallery_log_scaling_ = log_scaling[:n_gallery]
-        self.bank_log_scaling_ = fit.bank_potential / self.tau
         self.marginal_error_ = fit.marginal_error
         self.n_iter_ = fit.n_iter
         # tau * log u_g less its gallery mean is -(c_g - mean c): the constant drops out.
