@@ -32,7 +32,7 @@ from skqbnorm._stats import (
     rows_per_chunk,
 )
 from skqbnorm.metrics import hinge_distance
-from skqbnorm.rerankers._solvers import conjugate_gradients
+from skqbnorm.rerankers._solvers import conjugate_gradients, solve_pinned
 
 MIB = 2**20
 
@@ -436,3 +436,10 @@ def test_centering_weight_must_be_non_negative():
     with pytest.raises(ValueError, match="'weight' parameter"):
         Centering(weight=-0.5).fit(bank)
     assert_allclose(Centering(weight=0.0).fit(bank).transform([[0.8, 0.4]]), [[0.8, 0.4]])
+
+
+def test_a_singular_direct_solve_is_refused_by_name():
+    # A Laplacian with nothing pinned: scipy's RuntimeError becomes a named ValueError.
+    system = sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    with pytest.raises(ValueError, match=r"reranking system of a list of 2 samples is singular"):
+        solve_pinned(system, np.zeros(2), pinned=np.zeros(2, dtype=bool), start=np.zeros(2))

@@ -316,3 +316,38 @@ def test_iterative_solve_of_large_lists_equals_the_direct_one(rng, monkeypatch, 
     iterative = clone(reranker).fit(features, initial)
     assert iterative.n_iter_[0] > 0 and iterative.solver_status_[0] == "solved"
     assert_allclose(iterative.scores_, direct.scores_, rtol=1e-6, atol=1e-8)
+
+
+REGULAR_LISTS = {
+    "two samples": (np.array([[0.0], [1.0]]), np.array([1.0, 0.0])),
+    "two duplicates": (np.ones((2, 3)), np.array([1.0, 0.0])),
+    "five duplicates": (np.ones((5, 2)), np.array([5.0, 4.0, 1.0, 3.0, 2.0])),
+    "a square": (np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0]]),
+                 np.array([4.0, 1.0, 3.0, 2.0])),
+}
+
+
+@pytest.mark.parametrize("name", REGULAR_LISTS)
+@pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
+def test_normalised_laplacian_of_a_regular_graph_is_the_plain_one(cls, name):
+    # Equal degrees d: I - D^-1/2 W D^-1/2 = L / d, so both energies are the same and
+    # the normalised one leaves a shift free too (its null vector sqrt(d) is constant):
+    # each list must keep the mean of its initial scores, not crash on a singular solve.
+    features, initial = REGULAR_LISTS[name]
+    params = {"graph": "dense", "initial": "scores", "pairs": "all"}
+    plain = cls(**params).fit_predict(features, initial)
+    normalised = cls(laplacian="normalised", **params).fit_predict(features, initial)
+    assert_allclose(normalised, plain, rtol=1e-7, atol=1e-9)
+    assert_allclose(normalised.mean(), initial.mean(), rtol=1e-12)
+
+
+def test_a_regular_list_among_others_under_the_normalised_laplacian(rng):
+    features = np.r_[rng.normal(size=(10, 2)), np.ones((2, 2))]
+    initial = np.r_[rng.normal(size=10), [2.0, 1.0]]
+    groups = np.r_[np.zeros(10, int), [1, 1]]
+    for cls in (HingeReranker, PreferenceStrengthReranker):
+        reranker = cls(laplacian="normalised", initial="scores")
+        together = reranker.fit_predict(features, initial, groups=groups)
+        assert_allclose(together[10:].mean(), 1.5, rtol=1e-12)
+        assert_allclose(together[:10], clone(reranker).fit_predict(features[:10], initial[:10]),
+                        rtol=1e-12)

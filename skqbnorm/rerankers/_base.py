@@ -14,6 +14,7 @@ from ._graph import affinity, degrees, laplacian, pair_laplacian
 from ._pairs import select_pairs
 from ._solvers import (
     components,
+    free_directions,
     last_of_each_component,
     paired_components,
     place_components,
@@ -271,10 +272,13 @@ class PairwiseReranker(BayesianReranker):
         return pairs
 
     def _components(self, weights, prior, pairs):
-        """Components of the graph joined with the pairs, which hold pairs, null vectors."""
+        """Components of the graph joined with the pairs: their labels, which hold pairs,
+        which the energy leaves free to move, and along which direction (``free_directions``)."""
         joined = prior + pair_laplacian(pairs, np.ones(len(pairs[0])), prior.shape[0])
         label = components(joined)
-        return label, paired_components(label, pairs), self._null(weights, self._normalised())
+        null = self._null(weights, self._normalised())
+        free, direction = free_directions(label, pairs, components(prior), null)
+        return label, paired_components(label, pairs), free, direction
 
     def _normalised(self):
         return self.laplacian == "normalised"
@@ -282,16 +286,13 @@ class PairwiseReranker(BayesianReranker):
     def _closed_form(self, weights, prior, pairs, strength, pull, kappa, start):
         """Solve ``(L + kappa L_pairs(strength)) r = kappa pull``, the minimiser of the
         prior plus a quadratic pair term, for any kappa (see ``solve_two_scales``)."""
-        label, has_pair, null = self._components(weights, prior, pairs)
+        label, _, free, _ = self._components(weights, prior, pairs)
         # Singular on each component the energy leaves free to move: every one under the
-        # plain Laplacian, those without pairs under the normalised one.
-        free = ~has_pair[label] if self._normalised() else np.ones(len(label), dtype=bool)
+        # plain Laplacian; under the normalised one, those without pairs or regular.
         pair_prior = pair_laplacian(pairs, strength, len(label))
-        return solve_two_scales(prior, pair_prior, pull, kappa, null=null,
-                                pinned=last_of_each_component(label) & free, start=start)
+        return solve_two_scales(prior, pair_prior, pull, kappa, null=self._null(weights, self._normalised()),
+                                pinned=last_of_each_component(label) & free[label], start=start)
 
     def _place(self, scores, initial, weights, prior, pairs):
         """Each component at the mean of its initial scores (see ``place_components``)."""
-        label, has_pair, null = self._components(weights, prior, pairs)
-        return place_components(scores, initial, label, has_pair, null,
-                                shift_paired=not self._normalised())
+        return place_components(scores, initial, *self._components(weights, prior, pairs))

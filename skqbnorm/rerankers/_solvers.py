@@ -8,6 +8,7 @@ from scipy.sparse.linalg import cg, splu
 from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import warn_caller
+from ._graph import pair_laplacian
 
 #: Relative residual at which conjugate gradients stop.
 TOLERANCE = 1e-10
@@ -17,6 +18,8 @@ DIRECT_MAX_SIZE = 2000
 SMALLEST_C = 1e-10
 #: Relative weight of the distance beyond which a closed form has reached its c -> inf limit.
 LARGEST_KAPPA = 1e12
+#: Disagreement (log scale) of two items' null vectors below which a pair leaves them free.
+FREE_TOLERANCE = 1e-9
 
 
 def components(matrix):
@@ -55,7 +58,7 @@ def solve_anchored(prior, anchor, target, c, *, null):
     else:
         system, scale = prior / c + sparse.diags(anchor), 1.0
     if len(target) <= DIRECT_MAX_SIZE:
-        delta = splu(sparse.csc_matrix(system)).solve(residual)
+        delta = factorised(system).solve(residual)
         info = {"status": "solved", "n_iter": 0}
     else:
         delta, info = conjugate_gradients(sparse.csr_matrix(system), residual, np.zeros_like(target))
@@ -63,6 +66,18 @@ def solve_anchored(prior, anchor, target, c, *, null):
     drift = np.bincount(label, anchored_null * delta) / np.bincount(label, anchored_null * null)
     delta = delta - drift[label] * null
     return base + scale * delta, info
+
+
+def factorised(system):
+    """The sparse LU factorisation of ``system``; a singular one is refused by name."""
+    try:
+        return splu(sparse.csc_matrix(system))
+    except RuntimeError as error:  # scipy: "Factor is exactly singular"
+        raise ValueError(
+            f"The reranking system of a list of {system.shape[0]} samples is singular "
+            f"({error}): its energy leaves the scores free in a direction not pinned. "
+            "Try laplacian='unnormalised' or another pair strategy."
+        ) from error
 
 
 def last_of_each_component(label):
@@ -89,7 +104,7 @@ def solve_pinned(system, rhs, *, pinned, start):
     if len(rhs) <= DIRECT_MAX_SIZE:
         keep = sparse.diags((~pinned).astype(float))
         pinned_system = keep @ system + sparse.diags(pinned.astype(float))
-        scores = splu(sparse.csc_matrix(pinned_system)).solve(np.where(pinned, 0.0, rhs))
+        scores = factorised(pinned_system).solve(np.where(pinned, 0.0, rhs))
         return scores, {"status": "solved", "n_iter": 0}
     return conjugate_gradients(system, rhs, start)
 
@@ -125,27 +140,65 @@ def solve_two_scales(prior, pair_prior, pull, kappa, *, null, pinned, start):
     return base + delta, info
 
 
-def place_components(scores, initial, label, has_pair, null, *, shift_paired):
+def place_components(scores, initial, label, has_pair, free, direction):
     """The shared rule for what the energy leaves free, per connected component.
 
     A component without any selected pair only feels the prior, minimised by any
-    multiple of its null vector: it gets the one whose mean is the mean of its
-    initial scores (an isolated item keeps its initial score). A component with
-    pairs under the plain Laplacian is fixed up to a shift: it is shifted to the
-    mean of its initial scores. Under the normalised Laplacian a component with pairs
-    is fully determined by the energy and stays as solved.
+    multiple of its null vector (``direction`` there): it gets the one whose mean is
+    the mean of its initial scores (an isolated item keeps its initial score). A
+    component with pairs that the energy still leaves free to move along
+    ``direction`` (see ``free_directions``: every one under the plain Laplacian, a
+    shift) is moved along it to the mean of its initial scores. Any other component is
+    fully determined by the energy and stays as solved.
     """
     count = np.bincount(label)
     initial_mean = np.bincount(label, initial) / count
-    null_mean = np.bincount(label, null) / count
-    free = np.flatnonzero(~has_pair)
+    direction_mean = np.bincount(label, direction) / count
     placed = scores.copy()
-    loose = np.isin(label, free)
-    placed[loose] = (initial_mean / null_mean)[label[loose]] * null[loose]
-    if shift_paired:
-        offset = initial_mean - np.bincount(label, scores) / count
-        placed[~loose] = scores[~loose] + offset[label[~loose]]
+    loose = ~has_pair[label]
+    placed[loose] = (initial_mean / direction_mean)[label[loose]] * direction[loose]
+    moved = has_pair[label] & free[label]
+    shift = (initial_mean - np.bincount(label, scores) / count) / direction_mean
+    placed[moved] = scores[moved] + shift[label[moved]] * direction[moved]
     return placed
+
+
+def free_directions(label, pairs, prior_label, null):
+    """Which joined components the energy leaves free to move, and along which direction.
+
+    The energies see the scores through the prior, blind to its null vectors (``null``
+    on each component of the affinity graph, ``prior_label``), and through differences
+    over the selected pairs. So a component of the graph joined with the pairs
+    (``label``) may move along ``v`` when ``v`` is a null vector on each of its
+    affinity components, ``v = a_C null``, and equal on the two items of every pair.
+    Under the plain Laplacian (``null`` = 1) that is the constant, always. Under the
+    normalised one (``null`` = sqrt(d)) the scales must meet ``a_C sqrt(d_i) =
+    a_C' sqrt(d_j)`` on every pair: always without pairs, and with pairs when the
+    degrees allow it (a regular graph: a list of two, or of duplicates). The scales
+    are fitted in the log domain by least squares over the pairs; a component is free
+    when every one of its pairs agrees to ``FREE_TOLERANCE``.
+
+    Returns
+    -------
+    free : ndarray of bool, one per joined component
+    direction : ndarray, one per item: ``a_C null``, with ``a_C = 1`` where there is
+        nothing to agree with
+    """
+    high, low = pairs
+    free = np.ones(label.max() + 1, dtype=bool)
+    log_null = np.log(null)
+    gap = log_null[high] - log_null[low]  # must equal log a_C(low) - log a_C(high)
+    if not gap.any():
+        return free, null.copy()
+    n_affinity = prior_label.max() + 1
+    source, target = prior_label[high], prior_label[low]
+    coupling = pair_laplacian((source, target), np.ones(len(source)), n_affinity)  # no self-loops
+    divergence = np.bincount(target, gap, n_affinity) - np.bincount(source, gap, n_affinity)
+    log_scale, _ = solve_pinned(coupling, divergence, pinned=last_of_each_component(components(coupling)),
+                                start=np.zeros(n_affinity))
+    disagreement = np.abs(log_scale[target] - log_scale[source] - gap)
+    free[label[high[disagreement > FREE_TOLERANCE]]] = False
+    return free, np.exp(log_scale[prior_label]) * null
 
 
 def paired_components(label, pairs):
