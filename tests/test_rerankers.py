@@ -351,3 +351,33 @@ def test_a_regular_list_among_others_under_the_normalised_laplacian(rng):
         assert_allclose(together[10:].mean(), 1.5, rtol=1e-12)
         assert_allclose(together[:10], clone(reranker).fit_predict(features[:10], initial[:10]),
                         rtol=1e-12)
+
+
+@pytest.mark.parametrize("initial", ["rank", "binary"])
+@pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
+def test_tied_initial_scores_stay_tied_whatever_the_row_order(rng, cls, initial):
+    # Tied raw scores get tied rank (or binary) scores, so their pair is dropped and
+    # swapping the tied rows swaps their results. (pairs="all": the positions of
+    # rho-adjacent and top-bottom selections break ties by row, as documented.)
+    features = rng.normal(size=(8, 3))
+    scores = np.array([5.0, 5.0, 4.0, 3.0, 2.0, 2.0, 0.0, -1.0])
+    reranker = cls(initial=initial, n_positive=5, pairs="all", n_neighbors=3)
+    assert_array_equal(reranker._initial_scores(scores)[[0, 4]], reranker._initial_scores(scores)[[1, 5]])
+    expected = reranker.fit_predict(features, scores)
+    for swap in ([1, 0, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3, 5, 4, 6, 7]):
+        swap = np.array(swap)
+        back = np.empty(8)
+        back[swap] = reranker.fit_predict(features[swap], scores[swap])
+        assert_allclose(back, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_rank_and_binary_scores_of_ties():
+    reranker = PreferenceStrengthReranker(n_positive=2)
+    scores = np.array([3.0, 5.0, 5.0, 1.0])
+    assert_allclose(reranker._initial_scores(scores), 1 - np.array([2.0, 0.5, 0.5, 3.0]) / 4)
+    reranker.set_params(initial="binary")
+    assert_array_equal(reranker._initial_scores(scores), [0.0, 1.0, 1.0, 0.0])
+    reranker.set_params(n_positive=1)  # the tie at the cut is all in
+    assert_array_equal(reranker._initial_scores(scores), [0.0, 1.0, 1.0, 0.0])
+    reranker.set_params(n_positive=3)
+    assert_array_equal(reranker._initial_scores(scores), [1.0, 1.0, 1.0, 0.0])

@@ -4,6 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
+from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
@@ -158,12 +159,12 @@ class BayesianReranker(BaseEstimator):
         if self.initial == "minmax":  # scale first: max - min may exceed float64's range
             scaled = scores / np.abs(scores).max()
             return (scaled - scaled.min()) / np.ptp(scaled)
-        order = np.argsort(-scores, kind="stable")
-        position = np.empty(len(scores))
-        position[order] = np.arange(len(scores))
+        # Tied scores must stay tied (their pairs carry no order), whatever the rows' order:
+        # a rank is the mean position of its ties, and a sample is among the top
+        # n_positive when fewer than n_positive score strictly higher.
         if self.initial == "rank":
-            return 1.0 - position / len(scores)
-        return (position < self.n_positive).astype(float)
+            return 1.0 - (rankdata(-scores, method="average") - 1) / len(scores)
+        return (rankdata(-scores, method="min") - 1 < self.n_positive).astype(float)
 
     def _prior(self, weights, normalised=False):
         return laplacian(weights, normalised=normalised)

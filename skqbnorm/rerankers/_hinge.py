@@ -85,7 +85,9 @@ class HingeReranker(PairwiseReranker):
         Clusters of the top set for ``"clustering"``.
     initial : {"scores", "minmax", "rank", "binary"}, default="scores"
         The prior ranking: the initial scores as given, min-max scaled, by rank
-        (``1 - i/N``), or 1 for the top ``n_positive`` and 0 elsewhere.
+        (``1 - i/N``, tied scores sharing their mean position ``i``), or 1 for the
+        top ``n_positive`` (those with fewer than ``n_positive`` scores strictly
+        above theirs, so ties at the cut are all in) and 0 elsewhere.
     n_positive : int, default=10
         Pseudo-positives of ``initial="binary"``.
     eps_abs, eps_rel : float, default=1e-7
