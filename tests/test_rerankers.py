@@ -381,3 +381,24 @@ def test_rank_and_binary_scores_of_ties():
     assert_array_equal(reranker._initial_scores(scores), [0.0, 1.0, 1.0, 0.0])
     reranker.set_params(n_positive=3)
     assert_array_equal(reranker._initial_scores(scores), [1.0, 1.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
+def test_a_random_state_instance_does_not_depend_on_n_jobs(rng, cls):
+    # Each list gets its own seed, drawn at fit: worker processes each held a copy of
+    # the RandomState and drew the same k-means seeds for every list.
+    features, initial = rng.normal(size=(90, 4)), rng.normal(size=90)
+    groups = np.repeat([0, 1, 2], 30)
+
+    def scores(n_jobs):
+        reranker = cls(pairs="clustering", n_top=15, n_clusters=4, n_jobs=n_jobs,
+                       random_state=np.random.RandomState(0))
+        return reranker.fit_predict(features, initial, groups=groups)
+
+    assert_array_equal(scores(2), scores(1))
+    seeds = np.random.RandomState(0).randint(np.iinfo(np.int32).max, size=3)
+    for label, seed in enumerate(seeds):  # list by list, in the order of the labels
+        alone = cls(pairs="clustering", n_top=15, n_clusters=4, random_state=int(seed))
+        in_list = groups == label
+        assert_allclose(scores(1)[in_list], alone.fit_predict(features[in_list], initial[in_list]),
+                        rtol=1e-12, atol=1e-12)

@@ -39,7 +39,8 @@ class BayesianReranker(BaseEstimator):
     the scores' scale changes what a given c means (see each reranker). What the
     energy leaves free is placed by one rule: each connected component keeps the
     mean of its initial scores. Subclasses implement
-    ``_solve(weights, initial, features)``, returning ``(scores, info)`` with
+    ``_solve(weights, initial, features, random_state)`` (``random_state``: the
+    list's own, for the clustering pair selection), returning ``(scores, info)`` with
     ``info`` a dict of ``status``, ``n_iter`` and ``objective``.
 
     ``fit(X, y, groups=None)``: ``X`` holds the features (one row per sample),
@@ -97,7 +98,10 @@ class BayesianReranker(BaseEstimator):
         lists = [np.flatnonzero(members == g) for g in range(len(self.group_labels_))]
         for label, index in zip(self.group_labels_, lists):
             self._check_list(label, y[index])
-        results = Parallel(n_jobs=self.n_jobs)(delayed(self._rerank)(X[i], y[i]) for i in lists)
+        states = self._random_states(len(lists))
+        results = Parallel(n_jobs=self.n_jobs)(
+            delayed(self._rerank)(X[i], y[i], state) for i, state in zip(lists, states)
+        )
         self.scores_ = np.empty(len(y))
         for index, (scores, _) in zip(lists, results):
             self.scores_[index] = scores
@@ -141,9 +145,18 @@ class BayesianReranker(BaseEstimator):
                 f"{initial.shape}: they carry no order to rerank."
             )
 
-    def _rerank(self, features, initial):
+    def _random_states(self, n_lists):
+        """The ``random_state`` of each list: a RandomState instance is drawn from here,
+        one seed per list in the order of the sorted labels, so that the jobs (threads or
+        processes, each with its own copy) do not change what each list gets."""
+        random_state = getattr(self, "random_state", None)
+        if isinstance(random_state, np.random.RandomState):
+            return random_state.randint(np.iinfo(np.int32).max, size=n_lists)
+        return [random_state] * n_lists
+
+    def _rerank(self, features, initial, random_state):
         weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors, sigma=self.sigma)
-        scores, info = self._solve(weights, self._initial_scores(initial), features)
+        scores, info = self._solve(weights, self._initial_scores(initial), features, random_state)
         if not np.all(np.isfinite(scores)):
             raise ValueError(
                 f"{type(self).__name__} gave non-finite scores for a list of {len(initial)} "
@@ -256,10 +269,10 @@ class PairwiseReranker(BayesianReranker):
         self.n_clusters = n_clusters
         self.random_state = random_state
 
-    def _pairs(self, features, initial):
+    def _pairs(self, features, initial, random_state):
         pairs = select_pairs(
             self.pairs, features, initial, rho=self.rho, n_top=self.n_top, n_bottom=self.n_bottom,
-            n_clusters=self.n_clusters, random_state=self.random_state,
+            n_clusters=self.n_clusters, random_state=random_state,
         )
         if len(pairs[0]) == 0:
             strategy = f"initial={self.initial!r}" + (

@@ -83,7 +83,7 @@ class PointwiseReranker(BayesianReranker):
                          n_positive=n_positive, n_jobs=n_jobs)
         self.laplacian = laplacian
 
-    def _solve(self, weights, initial, features):
+    def _solve(self, weights, initial, features, random_state):
         normalised = self.laplacian == "normalised"
         prior = self._prior(weights, normalised)
         magnitude, _, spread = score_scale(initial)
@@ -162,7 +162,7 @@ class RandomWalkReranker(BayesianReranker):
     array([1, 0, 2, 3, 4])
     """
 
-    def _solve(self, weights, initial, features):
+    def _solve(self, weights, initial, features, random_state):
         # With y = D^-1 x the fixed point reads (L + c D) y = c v: the minimiser of
         # y^T L y + c sum_i d_i (y_i - v_i / d_i)^2. An isolated sample (d = 0) only
         # keeps (1 - alpha) v, which taking d = 1 for it reproduces.

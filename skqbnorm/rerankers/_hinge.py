@@ -95,7 +95,9 @@ class HingeReranker(PairwiseReranker):
     max_iter : int, default=20000
         OSQP's iteration limit.
     random_state : int, RandomState instance or None, default=None
-        Seed of the k-means of ``pairs="clustering"``.
+        Seed of the k-means of ``pairs="clustering"``: an int seeds every list's
+        alike; a RandomState instance gives each list a seed drawn from it at fit,
+        so that ``n_jobs`` does not change the result.
     n_jobs : int, default=None
         Lists reranked in parallel (joblib); None means 1.
 
@@ -148,13 +150,13 @@ class HingeReranker(PairwiseReranker):
         self.eps_rel = eps_rel
         self.max_iter = max_iter
 
-    def _solve(self, weights, initial, features):
+    def _solve(self, weights, initial, features, random_state):
         if self.eps_abs == 0 and self.eps_rel == 0:
             raise ValueError(
                 "eps_abs and eps_rel are both 0: OSQP needs a positive absolute or relative "
                 "tolerance; set eps_abs > 0 or eps_rel > 0."
             )
-        high, low = pairs = self._pairs(features, initial)
+        high, low = pairs = self._pairs(features, initial, random_state)
         prior = self._prior(weights, self._normalised())
         magnitude, _, _ = score_scale(initial)
         scaled = initial / magnitude

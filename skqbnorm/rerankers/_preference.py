@@ -73,7 +73,9 @@ class PreferenceStrengthReranker(PairwiseReranker):
     n_positive : int, default=10
         Pseudo-positives of ``initial="binary"``.
     random_state : int, RandomState instance or None, default=None
-        Seed of the k-means of ``pairs="clustering"``.
+        Seed of the k-means of ``pairs="clustering"``: an int seeds every list's
+        alike; a RandomState instance gives each list a seed drawn from it at fit,
+        so that ``n_jobs`` does not change the result.
     n_jobs : int, default=None
         Lists reranked in parallel (joblib); None means 1.
 
@@ -111,9 +113,9 @@ class PreferenceStrengthReranker(PairwiseReranker):
                          pairs=pairs, rho=rho, n_top=n_top, n_bottom=n_bottom, n_clusters=n_clusters,
                          initial=initial, n_positive=n_positive, random_state=random_state, n_jobs=n_jobs)
 
-    def _solve(self, weights, initial, features):
+    def _solve(self, weights, initial, features, random_state):
         n_items = len(initial)
-        high, low = pairs = self._pairs(features, initial)
+        high, low = pairs = self._pairs(features, initial, random_state)
         normalised = self.laplacian == "normalised"
         scaled, standard, to_scores = standardise(initial, centre=not normalised)
         with np.errstate(divide="ignore", over="ignore"):  # gaps from before any centring
