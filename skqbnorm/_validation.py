@@ -11,7 +11,7 @@ import numpy as np
 import sklearn
 from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_array
+from sklearn.utils.validation import check_array, column_or_1d
 
 from ._stats import all_finite, check_finite_block
 
@@ -34,6 +34,34 @@ def warn_caller(message, category):
     while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
         frame, stacklevel = frame.f_back, stacklevel + 1
     warnings.warn(message, category, stacklevel=stacklevel)
+
+
+def check_group_labels(groups, name="groups"):
+    """``groups`` as a 1-D array of list (query) labels of one kind, without NaN.
+
+    NumPy turns a mix of numbers and strings into strings, so that ``1`` and ``"1"``
+    would name the same list: a mix is refused, as is NaN (never equal to itself).
+    """
+    with naming(name, groups):
+        labels = column_or_1d(groups)
+    if labels.dtype.kind in "USO":
+        values = np.asarray(groups, dtype=object).ravel()
+        text = np.array([isinstance(value, (str, bytes)) for value in values], dtype=bool)
+        if text.any() and not text.all():
+            raise ValueError(
+                f"{name} mixes strings and numbers, e.g. {values[text][0]!r} and "
+                f"{values[~text][0]!r}: they would be compared as strings (1 and '1' one "
+                f"list); use labels of one kind."
+            )
+    if labels.dtype.kind in "fc":
+        is_nan = np.isnan(labels)
+    elif labels.dtype.kind == "O":
+        is_nan = np.array([isinstance(value, float) and np.isnan(value) for value in labels])
+    else:
+        return labels
+    if is_nan.any():
+        raise ValueError(f"{name} must not hold NaN; {name}[{np.flatnonzero(is_nan)[0]}] is nan.")
+    return labels
 
 
 def check_int(value, name, low, high=None, where=""):

@@ -402,3 +402,26 @@ def test_a_random_state_instance_does_not_depend_on_n_jobs(rng, cls):
         in_list = groups == label
         assert_allclose(scores(1)[in_list], alone.fit_predict(features[in_list], initial[in_list]),
                         rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("groups, message", [
+    ([1, 1, 1, 1, "1", "1", "1", "1"], r"groups mixes strings and numbers, e.g. '1' and 1"),
+    (np.array([0, 0, 0, 0, "x", "x", "x", "x"], dtype=object), r"groups mixes strings and numbers"),
+    ([0.0, 0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan], r"groups must not hold NaN; groups\[4\] is nan"),
+])
+def test_group_labels_of_mixed_kinds_or_nan_are_refused(groups, message):
+    # NumPy would read [1, "1"] as two strings "1": one list where the caller meant two.
+    features, initial = np.arange(16.0).reshape(8, 2), np.arange(8.0)
+    with pytest.raises(ValueError, match=message):
+        HingeReranker().fit(features, initial, groups=groups)
+    with pytest.raises(ValueError, match=message):
+        mean_average_precision(initial, [1, 0] * 4, groups)
+
+
+def test_object_group_labels_of_one_kind_are_lists(rng):
+    features, initial = rng.normal(size=(8, 2)), rng.normal(size=8)
+    as_objects = np.array([7, 7, 7, 7, 3, 3, 3, 3], dtype=object)
+    reranker = PreferenceStrengthReranker(n_neighbors=2)
+    got = reranker.fit_predict(features, initial, groups=as_objects)
+    assert_array_equal(got, clone(reranker).fit_predict(features, initial, groups=as_objects.astype(int)))
+    assert list(reranker.fit(features, initial, groups=as_objects).group_labels_) == [3, 7]

@@ -2,7 +2,14 @@
 
 import numpy as np
 
-from .._validation import check_int, check_labels, check_option, check_real, check_vector
+from .._validation import (
+    check_group_labels,
+    check_int,
+    check_labels,
+    check_option,
+    check_real,
+    check_vector,
+)
 
 NORMALISERS = ("relevant", "truncated")
 
@@ -100,15 +107,12 @@ def _scores_and_labels(scores, relevance):
 
 
 def _query_numbers(groups, n_items):
-    groups = np.asarray(groups)
-    if groups.shape != (n_items,):
+    if np.shape(groups) != (n_items,):
         raise ValueError(
-            f"inconsistent numbers of samples: groups has shape {groups.shape}, "
+            f"inconsistent numbers of samples: groups has shape {np.shape(groups)}, "
             f"scores has shape ({n_items},)."
         )
-    if groups.dtype.kind in "fc" and np.isnan(groups).any():
-        raise ValueError(f"groups must not hold NaN; groups[{np.flatnonzero(np.isnan(groups))[0]}]"
-                         " is nan.")
+    groups = check_group_labels(groups)
     try:
         labels, query = np.unique(groups, return_inverse=True)
     except TypeError as error:

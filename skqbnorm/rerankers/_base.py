@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
-from .._validation import describe, naming
+from .._validation import check_group_labels, describe, naming
 from ._graph import affinity, degrees, laplacian, pair_laplacian
 from ._pairs import select_pairs
 from ._solvers import (
@@ -133,7 +133,7 @@ class BayesianReranker(BaseEstimator):
         return self.fit(X, y, groups=groups).scores_
 
     def _check_list(self, label, initial):
-        where = "" if len(self.group_labels_) == 1 else f" in group {label.item()!r}"
+        where = "" if len(self.group_labels_) == 1 else f" in group {np.asarray(label).item()!r}"
         if len(initial) < 2:
             raise ValueError(
                 f"A list needs at least 2 samples to rerank; got {len(initial)} sample(s){where} "
@@ -213,8 +213,7 @@ def checked_inputs(X, y, groups):
         y = column_or_1d(check_array(y, ensure_2d=False, dtype=np.float64, input_name="y"),
                          warn=True).astype(np.float64, copy=False)
     if groups is not None:
-        with naming("groups", groups):
-            groups = column_or_1d(groups)
+        groups = check_group_labels(groups)
     if len(X) != len(y) or (groups is not None and len(groups) != len(y)):
         given = "" if groups is None else f" and groups of shape {groups.shape}"
         raise ValueError(
