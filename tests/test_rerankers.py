@@ -425,3 +425,12 @@ def test_object_group_labels_of_one_kind_are_lists(rng):
     got = reranker.fit_predict(features, initial, groups=as_objects)
     assert_array_equal(got, clone(reranker).fit_predict(features, initial, groups=as_objects.astype(int)))
     assert list(reranker.fit(features, initial, groups=as_objects).group_labels_) == [3, 7]
+
+
+def test_osqp_prints_nothing(rng, capfd):
+    # OSQP prints a note after a solve with no active constraint, even with
+    # verbose=False; the reranker keeps stdout clean (CLI output, notebooks).
+    features, initial = rng.normal(size=(30, 3)), rng.normal(size=30)
+    reranker = HingeReranker(c=1e12).fit(features, initial)
+    assert reranker.n_iter_[0] > 0  # OSQP ran
+    assert capfd.readouterr().out == ""
