@@ -1,6 +1,7 @@
 """Normalisers inside GridSearchCV and Pipeline."""
 
 import numpy as np
+import pytest
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
@@ -84,3 +85,16 @@ def test_grid_search_over_c_with_whole_queries_per_fold():
     keeps_initial = np.array([params["c"] == 1e5 for params in search.cv_results_["params"]])
     assert search.best_params_["c"] < 1e5
     assert search.best_score_ > search.cv_results_["mean_test_score"][keeps_initial].max() + 0.05
+
+
+def test_map_scorer_without_metadata_routing_says_what_to_enable():
+    from skqbnorm import PointwiseReranker
+    from skqbnorm.metrics import make_map_scorer
+
+    rng = np.random.default_rng(0)
+    features, initial = rng.normal(size=(20, 2)), rng.normal(size=20)
+    with pytest.raises(ValueError, match=r"needs relevance .*enable_metadata_routing=True"):
+        make_map_scorer()(PointwiseReranker(), features, initial)
+    search = GridSearchCV(PointwiseReranker(), {"c": [0.1, 1.0]}, scoring=make_map_scorer(), cv=2)
+    with pytest.warns(UserWarning, match=r"enable_metadata_routing=True"):  # every fit's score
+        search.fit(features, initial)

@@ -98,7 +98,14 @@ class MAPScorer:
         self.n = check_ap_options(n, normaliser)
         self.normaliser = normaliser
 
-    def __call__(self, estimator, X, y, relevance, groups=None):
+    def __call__(self, estimator, X, y, relevance=None, groups=None):
+        if relevance is None:
+            raise ValueError(
+                "make_map_scorer needs relevance (one 0/1 label per sample) and got none: "
+                "enable scikit-learn's metadata routing (sklearn.set_config("
+                "enable_metadata_routing=True)) and pass GridSearchCV.fit(X, y, "
+                "groups=groups, relevance=relevance)."
+            )
         scores = estimator.fit_predict(X, y, groups=groups)
         groups = [0] * len(scores) if groups is None else groups
         return mean_average_precision(scores, relevance, groups, self.n, normaliser=self.normaliser)
