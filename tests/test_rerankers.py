@@ -434,3 +434,20 @@ def test_osqp_prints_nothing(rng, capfd):
     reranker = HingeReranker(c=1e12).fit(features, initial)
     assert reranker.n_iter_[0] > 0  # OSQP ran
     assert capfd.readouterr().out == ""
+
+
+def test_hinge_on_a_disconnected_normalised_graph_reaches_its_minimum():
+    # Two far clusters and the normalised Laplacian: multiples of sqrt(d) on each
+    # component meet every margin, so the energy's infimum is 0. OSQP's polishing
+    # solved a near-singular reduced system there and returned energy 0.016, "solved".
+    rng = np.random.default_rng(5)
+    for _ in range(21):  # the 21st draw of a search for such lists
+        n_items = int(rng.integers(8, 30))
+        features = np.r_[rng.normal(size=(n_items // 2, 2)),
+                         100 + rng.normal(size=(n_items - n_items // 2, 2))]
+        initial = rng.normal(size=n_items)
+    reranker = HingeReranker(c=100.0, laplacian="normalised", pairs="clustering", n_top=3,
+                             n_bottom=3, n_neighbors=2, random_state=0, eps_abs=1e-10,
+                             eps_rel=1e-10, max_iter=500000).fit(features, initial)
+    assert reranker.solver_status_[0] == "solved"
+    assert reranker.objective_[0] < 1e-5

@@ -1,9 +1,5 @@
 """Hinge reranking: a sparse quadratic programme solved with OSQP."""
 
-import contextlib
-import io
-import sys
-import threading
 from numbers import Integral, Real
 
 import numpy as np
@@ -201,8 +197,8 @@ class HingeReranker(PairwiseReranker):
             solver = osqp.OSQP()
             solver.setup(*hinge_qp(prior, pairs, self.c), verbose=False,
                          eps_abs=self.eps_abs, eps_rel=self.eps_rel, max_iter=self.max_iter,
-                         polishing=True)
-            result = solve_quietly(solver)
+                         polishing=False)
+            result = solver.solve(raise_error=False)
         except (osqp.OSQPException, ValueError) as error:
             raise ValueError(
                 f"OSQP refused the hinge QP with c={self.c!r}, eps_abs={self.eps_abs!r}, "
@@ -211,23 +207,6 @@ class HingeReranker(PairwiseReranker):
         status = str(result.info.status)
         check_status(status, result.info.iter, self.max_iter, self.c)
         return np.asarray(result.x[: prior.shape[0]], dtype=np.float64), status, int(result.info.iter)
-
-
-#: What OSQP prints after a solve without active constraints, whatever ``verbose``.
-POLISH_NOTE = "Polishing not needed - no active set detected at optimal point\n"
-_STDOUT_SWAP = threading.Lock()  # sys.stdout is the process's: one swap at a time
-
-
-def solve_quietly(solver):
-    """``solver.solve()`` without OSQP's polishing note on stdout; anything else printed
-    meanwhile (another thread's output) is passed on."""
-    captured = io.StringIO()
-    with _STDOUT_SWAP, contextlib.redirect_stdout(captured):
-        result = solver.solve(raise_error=False)
-    rest = captured.getvalue().replace(POLISH_NOTE, "")
-    if rest:
-        sys.stdout.write(rest)
-    return result
 
 
 def hinge_energy(prior, scores, initial, pairs, c):
