@@ -34,12 +34,15 @@ def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
     import dask
 
     bank = as_float(bank)
-    align = ProbeMatrix(bank, gallery_t, metric, bank.dtype).alignment(alignment(make_reducers()))
+    # Bank rows meet the gallery in their common dtype (the gallery's, promoted at fit),
+    # as a NumPy bank's do.
+    dtype = bank.dtype if gallery_t is None else gallery_t.dtype
+    align = ProbeMatrix(bank, gallery_t, metric, dtype).alignment(alignment(make_reducers()))
     bank = bank.rechunk({0: -(-bank.chunks[0][0] // align) * align, 1: -1})
     offsets = np.cumsum((0,) + bank.chunks[0][:-1])
     parts = [
         dask.delayed(_reduce_block)(
-            block, gallery_t, metric, make_reducers(), int(offset), working_memory
+            block, gallery_t, metric, dtype, make_reducers(), int(offset), working_memory
         )
         for block, offset in zip(bank.to_delayed().ravel(), offsets)
     ]
@@ -48,8 +51,8 @@ def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
     return parts[0].compute()
 
 
-def _reduce_block(block, gallery_t, metric, reducers, first_row, working_memory):
-    probe = ProbeMatrix(block, gallery_t, metric, block.dtype)
+def _reduce_block(block, gallery_t, metric, dtype, reducers, first_row, working_memory):
+    probe = ProbeMatrix(block, gallery_t, metric, dtype)
     return _reduce_rows(probe, reducers, first_row, working_memory)
 
 

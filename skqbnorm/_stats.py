@@ -42,11 +42,12 @@ def prepare_embeddings(embeddings, metric):
 
     For cosine, every row is first scaled by a power of two (exact) to a largest
     magnitude in [0.5, 1), so that its norm neither overflows nor underflows,
-    whatever the embeddings' scale (1e200 or 1e-170 alike).
+    whatever the embeddings' scale (1e200 or 1e-170 alike). The unit rows are
+    C-ordered whatever the input's layout, so that their norms sum in one order.
     """
     if metric == "cosine":
         _, exponent = np.frexp(np.abs(embeddings).max(axis=1, initial=0))
-        scaled = np.ldexp(embeddings, -exponent[:, None].astype(np.int32))
+        scaled = np.ldexp(embeddings, -exponent[:, None].astype(np.int32), order="C")
         return normalize(scaled, norm="l2", copy=False)
     return embeddings
 

@@ -61,6 +61,22 @@ FITTED_ARRAYS = ("bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_
 
 
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(client, rng, estimator):
+    # A float32 bank and a float64 gallery: NumPy computes the products in float64,
+    # and so must the dask blocks (they computed them in float32).
+    bank = rng.normal(size=(300, 8)).astype(np.float32)
+    gallery, queries = rng.normal(size=(40, 8)), rng.normal(size=(20, 8))
+    reference = clone(estimator).fit(bank, gallery=gallery)
+    fitted = clone(estimator).fit(da.from_array(bank, chunks=(70, 8)), gallery=gallery)
+    for name in FITTED_ARRAYS:
+        if hasattr(reference, name):
+            assert getattr(fitted, name).dtype == getattr(reference, name).dtype
+            assert_array_equal(getattr(fitted, name), getattr(reference, name))
+    sims = reference.similarities(queries)
+    assert_array_equal(fitted.transform(sims), reference.transform(sims))
+
+
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
     # Tied similarities, and leaves of 4 rows that the dask chunks (33 rows) cut.
     monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)

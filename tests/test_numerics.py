@@ -126,6 +126,32 @@ def test_cosine_embeddings_of_any_scale(rng, scale):
         assert_allclose(fitted.transform(sims), expected.transform(sims), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+def test_embeddings_in_any_layout_give_the_same_bits(rng, estimator, metric):
+    # Cosine rows are normalised C-ordered: a Fortran gallery's norms summed in another
+    # order, and every fitted statistic and score moved by ulps (GC's ranks by more).
+    bank, gallery, queries = rng.normal(size=(333, 24)), rng.normal(size=(40, 24)), rng.normal(size=(30, 24))
+    expected = clone(estimator).set_params(metric=metric).fit(bank, gallery=gallery)
+    fortran = clone(estimator).set_params(metric=metric).fit(np.asfortranarray(bank),
+                                                                gallery=np.asfortranarray(gallery))
+    for name in FITTED_ARRAYS + ("gallery_embeddings_",):
+        if hasattr(expected, name):
+            assert_array_equal(getattr(fortran, name), getattr(expected, name), err_msg=name)
+    sims = expected.similarities(queries)
+    assert_array_equal(fortran.similarities(np.asfortranarray(queries)), sims)
+    assert_array_equal(fortran.transform(sims), expected.transform(sims))
+
+
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+def test_the_fitted_gallery_is_the_normalisers_own(rng, metric):
+    bank, gallery, queries = rng.normal(size=(50, 6)), rng.normal(size=(20, 6)), rng.normal(size=(5, 6))
+    normaliser = InvertedSoftmax(metric=metric).fit(bank, gallery=gallery)
+    sims = normaliser.similarities(queries)
+    gallery[:] = 0.0  # the caller reuses its array
+    assert_array_equal(normaliser.similarities(queries), sims)
+
+
 def test_float32_embeddings_near_the_float32_maximum(rng):
     # sklearn's finiteness check sums the embeddings: +inf + -inf = NaN, with a warning.
     bank, gallery, queries = (rng.normal(size=(n, 5)) for n in (30, 12, 6))

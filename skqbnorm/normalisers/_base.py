@@ -202,7 +202,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
                 f"querybank has shape {bank_shape}, gallery has shape {gallery.shape}."
             )
         dtype = np.result_type(bank_dtype, gallery.dtype)
-        self.gallery_embeddings_ = prepare_embeddings(gallery.astype(dtype, copy=False), self.metric)
+        prepared = prepare_embeddings(gallery.astype(dtype, copy=False), self.metric)
+        # The fitted gallery is the normaliser's own, whatever later becomes of the caller's.
+        self.gallery_embeddings_ = prepared.copy() if np.may_share_memory(prepared, gallery) else prepared
         self._set_n_gallery(gallery.shape[0])
         return self.gallery_embeddings_
 
@@ -220,8 +222,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         if gallery is None:
             self.gallery_embeddings_, gallery_t = None, None
             self._set_n_gallery(bank.shape[1])
-        else:
+        else:  # the rows meet the gallery in their common dtype, as a NumPy bank's do
             gallery_t = self._set_gallery(gallery, bank.shape, dtype).T
+            dtype = gallery_t.dtype
         n_bank, n_gallery = bank.shape[0], self.n_features_in_
         if n_bank == 0:
             raise ValueError(f"Found array with 0 sample(s) (shape={bank.shape}) while a minimum of 1 is required.")
