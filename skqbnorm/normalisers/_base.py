@@ -388,7 +388,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
             product overwritten in place in embedding mode, and skips whatever
             does not change a row's ranking (CSLS's per-query ``r_G(q)`` and own
             top k, IS's exponential for probabilities): the same ranking in exact
-            arithmetic.
+            arithmetic, while scores within rounding of each other (in float32,
+            a few rows in a thousand at k = 700) may swap.
 
         Pass exactly one of ``X``, ``queries`` and ``chunks``.
 
