@@ -15,7 +15,8 @@ class GloballyCorrected(QueryBankNormaliser):
     similarity to ``g``: ``Rank_g(q) = #{b : s(b, g) > s(q, g)}``. Items are
     retrieved by increasing rank, and ``s(q, g)`` breaks ties. The score returned is
     ``-Rank_g(q) + u``, with ``u`` in ``[0, 0.5]`` the row's similarity min-max
-    scaled, so that higher is better and the ranking is exactly that order.
+    scaled, so that higher is better and the ranking is that order (to the
+    precision of the score: see Notes).
 
     Fit keeps every gallery column of the probe matrix sorted (O(M N) memory, the
     one normaliser whose state grows with the bank). The first transform adds a
@@ -56,9 +57,11 @@ class GloballyCorrected(QueryBankNormaliser):
 
     Notes
     -----
-    With float32 input and banks of many thousands of queries, tie-breaks by
-    similarity among items of equal rank are resolved to float32 precision of the
-    combined score (about ``rank * 1e-7``); pass float64 to keep them exact.
+    Tie-breaks by similarity among items of equal rank are resolved to the precision
+    of the combined score: two similarities closer than about ``rank * eps`` of the
+    row's range (``eps`` 1.2e-7 in float32, 2.2e-16 in float64) tie, and the lower
+    gallery index goes first. With float32 input and banks of many thousands of
+    queries that is about ``rank * 1e-7``: pass float64 to resolve them further.
 
     Examples
     --------
