@@ -465,6 +465,20 @@ class ColumnMean(ColumnTree):
         return scaled_sum * (rows_in_root / self.count)
 
 
+def excess_over_mean(values):
+    """``(mean, values - mean)`` of a 1-D array, the mean by ``finite_mean``.
+
+    Equal values have no excess at all: the soft maxima of similarities far below
+    ``log(M) / beta`` all round to ``log(M) / beta``, and a mean one ulp off would
+    shift every score by more than the similarities themselves.
+    """
+    mean = float(finite_mean(values, axis=0))
+    if len(values) and (values == values[0]).all():
+        mean = float(values[0])
+    with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
+        return mean, values - mean
+
+
 def finite_mean(values, axis):
     """Mean in float64 that does not overflow for finite values near the float64 maximum."""
     with np.errstate(over="ignore", invalid="ignore"):

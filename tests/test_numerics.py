@@ -14,6 +14,7 @@ import skqbnorm.normalisers._base
 from skqbnorm import (
     CSLS,
     Centering,
+    DualInvertedSoftmax,
     DualSoftmax,
     DynamicInvertedSoftmax,
     GloballyCorrected,
@@ -150,6 +151,19 @@ def test_the_fitted_gallery_is_the_normalisers_own(rng, metric):
     sims = normaliser.similarities(queries)
     gallery[:] = 0.0  # the caller reuses its array
     assert_array_equal(normaliser.similarities(queries), sims)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("scale", [1e-32, 1e-300])
+@pytest.mark.parametrize("make", [lambda: InvertedSoftmax(beta=20.0), lambda: DualInvertedSoftmax(),
+                                  lambda: SinkhornNormalisation(n_iter=3)],
+                         ids=["IS", "DBNorm", "SN"])
+def test_similarities_far_below_the_soft_maxima_keep_their_order(rng, make, scale):
+    # Every soft maximum rounds to log(M) / beta: no excess is left, and the scores are
+    # the similarities themselves (a mean one ulp off outweighed them, tying whole rows).
+    bank, queries = rng.normal(size=(50, 30)) * scale, rng.normal(size=(5, 30)) * scale
+    out = make().fit(bank).transform(queries)
+    assert_array_equal(np.argsort(-out, axis=1), np.argsort(-queries, axis=1))
 
 
 def test_float32_embeddings_near_the_float32_maximum(rng):

@@ -4,7 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
+from .._stats import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
@@ -176,16 +176,13 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
             gallery_weight = 1.0 / (1.0 + self.beta1 / self.beta2)
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
             self.bias_ = query_weight * self.bank_soft_max_
-            self._query_excess = query_weight * (
-                self.bank_soft_max_ - finite_mean(self.bank_soft_max_, axis=0)
-            )
+            self._query_excess = query_weight * excess_over_mean(self.bank_soft_max_)[1]
             self._gallery_excess = None
             if gallery_bank is not None:
                 gallery = self.gallery_bank_soft_max_
                 self.bias_ = self.bias_ + gallery_weight * gallery
-                self._gallery_excess = gallery_weight * (gallery - finite_mean(gallery, axis=0))
-            self.mean_bias_ = float(finite_mean(self.bias_, axis=0))
-            self._excess = self.bias_ - self.mean_bias_
+                self._gallery_excess = gallery_weight * excess_over_mean(gallery)[1]
+            self.mean_bias_, self._excess = excess_over_mean(self.bias_)
 
     def _learn_gallery_bank_reducers(self, reducers):
         """Hook for the statistics a subclass takes from the gallery bank beside ``c2``."""

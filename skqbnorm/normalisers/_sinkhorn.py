@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._stats import ColumnLogSumExp, ProbeMatrix, all_finite, finite_mean
+from .._stats import ColumnLogSumExp, ProbeMatrix, all_finite, excess_over_mean
 from .._validation import NotBool, warn_caller
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
@@ -383,8 +383,7 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
         self.n_iter_ = fit.n_iter
         # tau * log u_g less its gallery mean is -(c_g - mean c): the constant drops out.
         soft_max = fit.target_soft_max[:n_gallery]
-        with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
-            self._excess = soft_max - float(finite_mean(soft_max, axis=0))
+        self._excess = excess_over_mean(soft_max)[1]
         if fit.marginal_error > self.tol:
             warn_caller(
                 f"{type(self).__name__} did not reach tol={self.tol!r} in n_iter={self.n_iter} "

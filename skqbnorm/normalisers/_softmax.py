@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
-from .._stats import ColumnLogSumExp, RowTopKUnion, finite_mean
+from .._stats import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
@@ -121,9 +121,7 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
                 "float64. Use a larger beta or smaller similarities."
             )
         self.bank_soft_max_ = soft_max
-        self.mean_soft_max_ = float(finite_mean(soft_max, axis=0))
-        with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
-            self._excess = soft_max - self.mean_soft_max_
+        self.mean_soft_max_, self._excess = excess_over_mean(soft_max)
 
     def _gallery_bias(self):
         return self._excess
