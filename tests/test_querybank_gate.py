@@ -61,3 +61,26 @@ def test_bad_input():
     assert not closed.open_
     with pytest.raises(ValueError, match="expecting 4 features"):
         closed.transform(np.ones((2, 5)))
+
+
+def test_a_closed_gate_checks_its_input_as_an_open_one():
+    # The same named errors, and a lazy dask array for a dask one.
+    rng = np.random.default_rng(0)
+    bank = rng.random((40, 6))
+    with pytest.warns(QueryBankWarning):
+        closed = QueryBankGate().fit(bank, queries=bank + 10)
+    opened = QueryBankGate().fit(bank, queries=bank)
+    assert not closed.open_ and opened.open_
+    broken = bank[:3].copy()
+    broken[1, 4] = np.inf
+    for gate in (closed, opened):
+        with pytest.raises(ValueError, match=r"X row 1 to gallery item 4 is inf"):
+            gate.transform(broken)
+    assert closed.transform(bank[:3].astype(np.int16)).dtype == np.float64
+    da = pytest.importorskip("dask.array")
+    lazy = closed.transform(da.from_array(bank, chunks=(10, 3)))
+    assert isinstance(lazy, da.Array)
+    np.testing.assert_array_equal(lazy.compute(), bank)
+    broken_lazy = closed.transform(da.from_array(np.where(bank > 0.99, np.nan, bank), chunks=(10, 3)))
+    with pytest.raises(ValueError, match=r"X contains NaN or infinity: the similarity of X row"):
+        broken_lazy.compute()
