@@ -6,7 +6,7 @@ imports it unless a dask array is passed.
 
 import numpy as np
 
-from ._stats import ProbeMatrix, _reduce_rows, alignment, check_finite_block
+from ._stats import ProbeMatrix, _reduce_rows, alignment
 
 
 def is_dask_array(array):
@@ -75,15 +75,3 @@ def _score_block(block, normaliser, block_info=None):
     rows, columns = (slice(*location) for location in block_info[0]["array-location"])
     # Blocks hold whole rows wherever the method needs them (see transform_dask).
     return normaliser._checked_scores(block, columns, None, rows)
-
-
-def checked_copy_dask(sims):
-    """A lazy copy of a dask array of similarities, each block checked for NaN and inf."""
-    sims = as_float(sims)
-    return sims.map_blocks(_checked_copy_block, dtype=sims.dtype)
-
-
-def _checked_copy_block(block, block_info=None):
-    rows, columns = (slice(*location) for location in block_info[0]["array-location"])
-    check_finite_block(block, rows, name="X", first_column=columns.start)
-    return block.copy()

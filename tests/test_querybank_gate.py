@@ -1,5 +1,7 @@
 """QueryBankGate: the wrapped normaliser when the bank suits the queries, raw otherwise."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -84,3 +86,34 @@ def test_a_closed_gate_checks_its_input_as_an_open_one():
     broken_lazy = closed.transform(da.from_array(np.where(bank > 0.99, np.nan, bank), chunks=(10, 3)))
     with pytest.raises(ValueError, match=r"X contains NaN or infinity: the similarity of X row"):
         broken_lazy.compute()
+
+
+@pytest.mark.parametrize("mode", ["similarities", "embeddings"])
+def test_top_k_is_the_normalisers_when_open_and_the_raw_one_when_closed(mode):
+    rng = np.random.default_rng(1)
+    bank, gallery, queries = rng.normal(size=(60, 5)), rng.normal(size=(30, 5)), rng.normal(size=(8, 5))
+    far = gallery[:8] * 3.0  # top-1 cosine similarities all 1, far above the bank's: closed
+    to_sims = DynamicInvertedSoftmax().fit(bank, gallery=gallery).similarities
+    gates = {}
+    for name, served in (("open", queries), ("closed", far)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", QueryBankWarning)
+            if mode == "embeddings":
+                gates[name] = QueryBankGate().fit(bank, queries=served, gallery=gallery)
+            else:
+                gates[name] = QueryBankGate().fit(to_sims(bank), queries=to_sims(served))
+    assert gates["open"].open_ and not gates["closed"].open_
+    sims = to_sims(queries)
+    for name, gate in gates.items():
+        if mode == "embeddings":
+            np.testing.assert_array_equal(gate.similarities(queries), sims)
+            indices, scores = gate.top_k(queries=queries, k=4)
+        else:
+            indices, scores = gate.top_k(sims, k=4)
+        expected = gate.transform(sims)
+        order = np.argsort(-expected, axis=1, kind="stable")[:, :4]
+        np.testing.assert_array_equal(indices, order)
+        np.testing.assert_array_equal(scores, np.take_along_axis(expected, order, axis=1))
+        if name == "closed":
+            np.testing.assert_array_equal(expected, sims)
+            np.testing.assert_array_equal(gate.top_k(sims, k=4, return_scores=False), order)

@@ -9,7 +9,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._dask import checked_copy_dask, is_dask_array, reduce_dask_bank, transform_dask
+from .._dask import is_dask_array, reduce_dask_bank, transform_dask
 from .._stats import (
     PRODUCT_MEMORY,
     ProbeMatrix,
@@ -270,31 +270,17 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         """
         check_is_fitted(self)
         if is_dask_array(X):
-            return transform_dask(self, self._check_dask_query_sims(X), self._needs_whole_rows())
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has shape {X.shape}, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input (one per fitted gallery item)."
+                )
+            return transform_dask(self, X, self._needs_whole_rows())
         sims = self._check_query_sims(X)
         dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
         out = np.empty(sims.shape, dtype=dtype)
         self._transform_into(sims, dtype, out)
         return out
-
-    def _unnormalised(self, X):
-        """``X`` checked as :meth:`transform` checks it, returned as new scores of its
-        dtype, unchanged: what a closed :class:`~skqbnorm.QueryBankGate` returns."""
-        check_is_fitted(self)
-        if is_dask_array(X):
-            return checked_copy_dask(self._check_dask_query_sims(X))
-        sims = self._check_query_sims(X)
-        out = np.array(sims, dtype=float_dtype(sims, "X"))
-        check_finite_block(out, slice(0, len(out)), name="X")
-        return out
-
-    def _check_dask_query_sims(self, X):
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(
-                f"X has shape {X.shape}, but {type(self).__name__} is expecting "
-                f"{self.n_features_in_} features as input (one per fitted gallery item)."
-            )
-        return X
 
     def _transform_into(self, sims, dtype, out):
         """Scores of ``sims`` into ``out``, in blocks of whole rows.

@@ -1,9 +1,12 @@
 """QueryBankGate: normalise only with a querybank that suits the queries."""
 
+import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..metrics._querybank import querybank_diagnostics
+from ._base import QueryBankNormaliser
+from ._bias import BiasFormMixin
 from ._softmax import DynamicInvertedSoftmax
 
 
@@ -103,6 +106,9 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     def transform(self, X):
         """The normaliser's scores when the gate is open, else a copy of ``X``.
 
+        Either way ``X`` is checked as the normaliser checks it, and a dask array
+        stays lazy.
+
         Parameters
         ----------
         X : array-like of shape (n_queries, n_gallery)
@@ -113,7 +119,81 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         scores : ndarray of shape (n_queries, n_gallery)
             In the dtype of ``X`` (float32 stays float32).
         """
+        return self._serving().transform(X)
+
+    def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
+        """The ``k`` best gallery items per query, by the normaliser when the gate is
+        open, else by the raw similarities (ties to the lowest gallery index).
+
+        Served as the normaliser's :meth:`~skqbnorm.InvertedSoftmax.top_k` serves it,
+        in blocks within its ``working_memory``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_gallery), default=None
+            Query similarities to the fitted gallery.
+        queries : array-like of shape (n_queries, n_dims), default=None
+            Query embeddings, when the gate was fitted with ``gallery=``.
+        chunks : iterable of array-like, or callable, default=None
+            Query similarities one gallery shard at a time, as the normaliser's
+            ``top_k`` takes them.
+        k : int, default=10
+            Number of gallery items per query, at most n_gallery.
+        return_scores : bool, default=True
+            Whether to return the scores too.
+
+        Returns
+        -------
+        indices : ndarray of shape (n_queries, k)
+            Gallery indices, best first. Alone when ``return_scores=False``.
+        scores : ndarray of shape (n_queries, k)
+            Their scores: the normaliser's, or the raw similarities.
+        """
+        return self._serving().top_k(X, queries=queries, chunks=chunks, k=k,
+                                     return_scores=return_scores)
+
+    def similarities(self, queries):
+        """Similarities of query embeddings to the fitted gallery, under its metric.
+
+        Parameters
+        ----------
+        queries : array-like of shape (n_queries, n_dims)
+            Query embeddings, when the gate was fitted with ``gallery=``.
+
+        Returns
+        -------
+        sims : ndarray of shape (n_queries, n_gallery)
+            Ready for :meth:`transform`.
+        """
         check_is_fitted(self)
-        if self.open_:
-            return self.normaliser_.transform(X)
-        return self.normaliser_._unnormalised(X)  # checked as the open gate checks it
+        return self.normaliser_.similarities(queries)
+
+    def _serving(self):
+        """The fitted normaliser when the gate is open, else raw similarities served
+        through the same checks, blocks and ``top_k``."""
+        check_is_fitted(self)
+        return self.normaliser_ if self.open_ else _Unnormalised.like(self.normaliser_)
+
+
+class _Unnormalised(BiasFormMixin, QueryBankNormaliser):
+    """Raw similarities as scores: what a closed gate serves.
+
+    Made from a fitted normaliser (:meth:`like`), whose gallery, sizes and block
+    settings it takes; it has no statistics of its own and never reads a bank.
+    """
+
+    @classmethod
+    def like(cls, normaliser):
+        params = normaliser.get_params()
+        raw = cls(metric=params.get("metric", "cosine"), working_memory=params.get("working_memory"),
+                  n_jobs=params.get("n_jobs"))
+        for name in ("gallery_embeddings_", "n_features_in_", "n_bank_", "feature_names_in_"):
+            if hasattr(normaliser, name):
+                setattr(raw, name, getattr(normaliser, name))
+        return raw
+
+    def _gallery_bias(self):
+        return np.zeros(self.n_features_in_)
+
+    def _score(self, sims, columns, row_state, out):
+        out[...] = sims
