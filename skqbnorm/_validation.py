@@ -1,5 +1,6 @@
 """Argument checks shared by the whole package; every message names the parameter and its shape."""
 
+import math
 import numbers
 import os
 import sys
@@ -39,28 +40,33 @@ def warn_caller(message, category):
 def check_group_labels(groups, name="groups"):
     """``groups`` as a 1-D array of list (query) labels of one kind, without NaN.
 
-    NumPy turns a mix of numbers and strings into strings, so that ``1`` and ``"1"``
-    would name the same list: a mix is refused, as is NaN (never equal to itself).
+    NumPy turns a mix of numbers and strings (or of bytes and strings) into one
+    kind, so that ``1`` and ``"1"`` would name the same list: a mix is refused, as
+    is NaN (never equal to itself).
     """
     with naming(name, groups):
         labels = column_or_1d(groups)
-    if labels.dtype.kind in "USO":
-        values = np.asarray(groups, dtype=object).ravel()
-        text = np.array([isinstance(value, (str, bytes)) for value in values], dtype=bool)
-        if text.any() and not text.all():
-            raise ValueError(
-                f"{name} mixes strings and numbers, e.g. {values[text][0]!r} and "
-                f"{values[~text][0]!r}: they would be compared as strings (1 and '1' one "
-                f"list); use labels of one kind."
-            )
-    if labels.dtype.kind in "fc":
-        is_nan = np.isnan(labels)
-    elif labels.dtype.kind == "O":
-        is_nan = np.array([isinstance(value, float) and np.isnan(value) for value in labels])
+    mixed = labels.dtype.kind in "USO"  # NumPy may have read a mix as one kind
+    values = np.asarray(groups, dtype=object).ravel() if mixed else labels
+    if mixed:
+        is_nan = np.array([isinstance(value, numbers.Real) and math.isnan(value) for value in values],
+                          dtype=bool)
     else:
-        return labels
+        is_nan = np.isnan(labels) if labels.dtype.kind in "fc" else np.zeros(len(labels), dtype=bool)
     if is_nan.any():
         raise ValueError(f"{name} must not hold NaN; {name}[{np.flatnonzero(is_nan)[0]}] is nan.")
+    if mixed:
+        kinds = {}
+        for value in values:
+            kinds.setdefault("strings" if isinstance(value, str) else "bytes"
+                             if isinstance(value, bytes) else "numbers", value)
+        if len(kinds) > 1:
+            (kind, example), (other, other_example) = list(kinds.items())[:2]
+            raise ValueError(
+                f"{name} mixes {kind} and {other}, e.g. {example!r} and {other_example!r}: "
+                f"they would be compared as one kind (1 and '1' one list); use labels of one "
+                "kind."
+            )
     return labels
 
 

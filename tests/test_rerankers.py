@@ -405,9 +405,13 @@ def test_a_random_state_instance_does_not_depend_on_n_jobs(rng, cls):
 
 
 @pytest.mark.parametrize("groups, message", [
-    ([1, 1, 1, 1, "1", "1", "1", "1"], r"groups mixes strings and numbers, e.g. '1' and 1"),
-    (np.array([0, 0, 0, 0, "x", "x", "x", "x"], dtype=object), r"groups mixes strings and numbers"),
+    ([1, 1, 1, 1, "1", "1", "1", "1"], r"groups mixes numbers and strings, e.g. 1 and '1'"),
+    (np.array([0, 0, 0, 0, "x", "x", "x", "x"], dtype=object), r"groups mixes numbers and strings, e.g. 0 and 'x'"),
     ([0.0, 0.0, 0.0, 0.0, np.nan, np.nan, np.nan, np.nan], r"groups must not hold NaN; groups\[4\] is nan"),
+    ([b"a"] * 4 + ["a"] * 4, r"groups mixes bytes and strings, e.g. b'a' and 'a'"),
+    (np.array([np.float32(0)] * 4 + [np.float32("nan")] * 4, dtype=object),
+     r"groups must not hold NaN; groups\[4\] is nan"),
+    (["a"] * 4 + [np.nan] * 4, r"groups must not hold NaN; groups\[4\] is nan"),
 ])
 def test_group_labels_of_mixed_kinds_or_nan_are_refused(groups, message):
     # NumPy would read [1, "1"] as two strings "1": one list where the caller meant two.
