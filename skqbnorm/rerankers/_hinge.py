@@ -62,9 +62,9 @@ class HingeReranker(PairwiseReranker):
         (digits and user-interface messages, 200 and 2,000 items) to within a decade.
     margin : float, default=1.0
         The hinge margin > 0, in units of the root mean square initial gap of the
-        selected pairs. A unit only: it scales the scores' spread around each
-        component's initial mean, not their order (down to float64's resolution of
-        that mean: see the user guide on tiny margins and c).
+        selected pairs. A unit only: it scales the scores, not their order (under
+        the plain Laplacian, their spread around each component's initial mean, down
+        to float64's resolution of that mean: see the user guide on tiny margins).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
