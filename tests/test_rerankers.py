@@ -455,3 +455,32 @@ def test_hinge_on_a_disconnected_normalised_graph_reaches_its_minimum():
                              eps_rel=1e-10, max_iter=500000).fit(features, initial)
     assert reranker.solver_status_[0] == "solved"
     assert reranker.objective_[0] < 1e-5
+
+
+@pytest.mark.parametrize("delta", [1e-10, 1e-8, 1e-7])
+@pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
+def test_a_nearly_regular_list_is_placed_as_a_regular_one(cls, delta):
+    # A square with a corner moved by delta: the free direction of the normalised
+    # energy bends at a curvature of order delta^2, which float64 cannot resolve; the
+    # solve returned offsets of 1e6 set by round-off, or a singular factorisation.
+    square, initial = REGULAR_LISTS["a square"]
+    moved = square.copy()
+    moved[0, 0] += delta
+    params = {"laplacian": "normalised", "graph": "dense", "sigma": 1.0, "initial": "scores",
+              "pairs": "all"}
+    expected = cls(**params).fit_predict(square, initial)
+    assert_allclose(cls(**params).fit_predict(moved, initial), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("c", [1e-16, 1e-20, 1e-300])
+@pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
+def test_tiny_c_under_the_normalised_laplacian_keeps_the_c_to_0_limit(cls, c):
+    # Two clusters joined by pairs: their offsets, which the prior does not see, are
+    # fixed by the pairs alone. A pinned offset on a component the energy does fix
+    # went to 0 as c did (the exact solve made up for it only while c was not tiny).
+    rng = np.random.default_rng(1)
+    features = np.r_[rng.normal(size=(6, 2)), 100 + rng.normal(size=(6, 2))]
+    initial = rng.normal(size=12)
+    params = {"laplacian": "normalised", "n_neighbors": 3, "initial": "scores", "pairs": "all"}
+    limit = cls(c=1e-12, **params).fit_predict(features, initial)
+    assert_allclose(cls(c=c, **params).fit_predict(features, initial), limit, rtol=1e-6, atol=1e-8)

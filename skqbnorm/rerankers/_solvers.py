@@ -19,7 +19,10 @@ SMALLEST_C = 1e-10
 #: Relative weight of the distance beyond which a closed form has reached its c -> inf limit.
 LARGEST_KAPPA = 1e12
 #: Disagreement (log scale) of two items' null vectors below which a pair leaves them free.
-FREE_TOLERANCE = 1e-9
+#: The energy's curvature along the direction is of the order of its square: below about
+#: 1e-12 of the prior's scale a float64 solve cannot tell it from 0 (it returned offsets
+#: set by round-off, or a singular factorisation).
+FREE_TOLERANCE = 1e-6
 
 
 def components(matrix):
@@ -120,13 +123,17 @@ def solve_two_scales(prior, pair_prior, pull, kappa, *, null, pinned, start):
     times an O(1) solution for kappa <= 1, and with the system divided by kappa
     above (capped at ``LARGEST_KAPPA``, where the c -> inf limit is reached to 12
     digits). A tiny c thus keeps the offsets between components, a huge c the pairs.
-    ``pinned`` marks one item per component on which the system is singular.
+    ``pinned`` marks one item per component on which the system is singular (the
+    components the energy leaves free to move, see ``free_directions``).
     """
     n_items = len(pull)
     label = components(prior)
     basis = sparse.csr_matrix((null, (np.arange(n_items), label)), shape=(n_items, label.max() + 1))
     coarse = (basis.T @ pair_prior @ basis).tocsr()
-    coarse_pins = last_of_each_component(components(coarse))
+    # Singular only on the components the energy leaves free (the caller pins one item
+    # of each): pinning an offset elsewhere would set it wrong, which a tiny kappa keeps.
+    coarse_pins = np.zeros(coarse.shape[0], dtype=bool)
+    coarse_pins[label[pinned]] = True
     offsets, _ = solve_pinned(coarse, basis.T @ pull, pinned=coarse_pins,
                               start=np.zeros(coarse.shape[0]))
     base = basis @ offsets
