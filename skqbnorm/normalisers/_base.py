@@ -86,7 +86,8 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     sums and soft maxima are combined over a fixed binary tree of aligned groups of
     bank rows (``skqbnorm._stats.ColumnTree``). Blocks therefore hold at least one
     such group (at most 16 MiB of float64), and in embedding mode the similarities
-    are computed in fixed products of up to 2,048 bank rows.
+    are computed in fixed products of up to 2,048 bank rows (whose rounding is then
+    BLAS's, which may depend on the number of BLAS threads each job gets).
 
     The fit rule, shared by every normaliser:
 
@@ -129,8 +130,9 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         gallery : array-like of shape (n_gallery, n_dims), default=None
             Gallery embeddings. When given, ``X`` holds bank embeddings and the
             similarities are computed under ``metric``, in matrix products of up
-            to 2,048 bank rows that may take up to 256 MiB beyond
-            ``working_memory`` (smaller products run far below BLAS speed).
+            to 2,048 bank rows of up to 256 MiB each, beyond ``working_memory``
+            (smaller products run far below BLAS speed); two may be alive at
+            once, the next being computed while the last block is still held.
         gallery_bank : array-like of shape (n_gallery_bank, n_gallery or n_dims), default=None
             Samples of the gallery modality that are not in the gallery, for the
             dual-bank normalisers (others refuse it): their similarities to the
