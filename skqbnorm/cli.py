@@ -618,8 +618,15 @@ methods (--method):
 ) + "\n"
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, its errors in one line on stderr (exit status 2), as every other error."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="skqbnorm", description="Hubness-aware retrieval: querybank normalisation."
     )
     commands = parser.add_subparsers(dest="command", required=True)

@@ -496,7 +496,9 @@ def test_a_k_that_does_not_fit_fails_before_the_evaluation(small_gallery, capsys
 def test_bad_beta_and_k_are_refused_even_where_unused(files, capsys, option, value):
     code, out, err = run(argv(files, "--method", "raw", option, value, "--quiet"), capsys)
     assert (code, out) == (2, "")
-    assert re.search(f"error: argument {option}: must be a positive", err.splitlines()[-1])
+    assert err.count("\n") == 1, err  # one line, as every other error (no usage block)
+    assert re.search(f"^skqbnorm evaluate: error: argument {option}: must be a positive.*"
+                     r"\(see skqbnorm evaluate --help\)$", err.rstrip("\n"))
 
 
 def test_progress_goes_to_stderr_and_quiet_silences_it(files, capsys, tmp_path):
