@@ -11,7 +11,9 @@ in this run:
 - N = 3,000: hinge with rho-adjacent pairs, whose OSQP factorisation of the KKT
   system fills in on a k-NN graph of 64-dimensional features.
 
-Run: python benchmarks/bench_rerankers.py [--repeat 3]
+Run: python benchmarks/bench_rerankers.py [--repeat 3] [--scale 1.0]
+
+``--scale`` multiplies every list size (at least 50 items; the targets are for 1.0).
 """
 
 import argparse
@@ -28,7 +30,7 @@ from skqbnorm import (
     RandomWalkReranker,
 )
 
-from _timing import best_time
+from _timing import best_time, machine_description
 
 
 def make_list(n_items, seed=0):
@@ -40,7 +42,9 @@ def make_list(n_items, seed=0):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scale", type=float, default=1.0)
     args = parser.parse_args()
+    print(machine_description())
     cases = [
         (1_000, "hinge, all pairs", HingeReranker(pairs="all")),
         (1_000, "hinge, rho-adjacent (rho=5)", HingeReranker(pairs="rho_adjacent", rho=5)),
@@ -52,6 +56,7 @@ def main():
     print(f"{'N':>7}  {'reranker':<42}{'seconds':>9}{'/ graph':>9}")
     baselines = {}
     for n_items, name, reranker in cases:
+        n_items = max(50, int(n_items * args.scale))
         features, initial = make_list(n_items)
         if n_items not in baselines:
             graph = partial(kneighbors_graph, features, 10, mode="distance")

@@ -55,3 +55,11 @@ def test_later_normalisers_benchmark_prints_one_row_per_normaliser():
         assert float(cells[3]) > 0  # fit / IS fit
         assert cells[5] in {"", "yes", "NO"}  # a verdict on each target ("" for reference rows)
     assert "load average" in stdout
+
+
+def test_reranker_benchmark_prints_one_row_per_case():
+    stdout = run_script("bench_rerankers.py", ["--scale", "0.01", "--repeat", "1"])
+    assert stdout.startswith("machine: ")
+    for name in ("hinge, all pairs", "hinge, kNN, rho-adjacent", "preference strength",
+                 "point-wise, kNN", "random walk, kNN"):
+        assert name in stdout
