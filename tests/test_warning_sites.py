@@ -88,3 +88,19 @@ def test_reranker_warnings_from_fit_and_fit_predict(rng):
     isolated = HingeReranker(sigma=1e-300)  # every affinity underflows
     for warning in caught(UserWarning, lambda: isolated.fit(features, initial)):
         assert warning.filename == __file__
+
+
+@pytest.mark.parametrize("n_jobs", [None, 2])
+def test_reranker_warnings_reach_the_caller_from_worker_processes(rng, n_jobs):
+    # Each list is reranked by a joblib worker (another process for n_jobs=2), whose
+    # own warnings never reached the caller: fit reports every list that stopped short.
+    features = np.r_[rng.normal(0, 0.3, size=(20, 2)), rng.normal(3, 0.3, size=(20, 2))]
+    features = np.r_[features, features]
+    initial = rng.normal(size=80)
+    groups = np.repeat(["a", "b"], 40)
+    reranker = HingeReranker(c=1e3, max_iter=3, eps_abs=1e-12, eps_rel=1e-12, n_jobs=n_jobs)
+    found = caught(ConvergenceWarning, lambda: reranker.fit(features, initial, groups=groups))
+    assert len(found) == 1 and found[0].filename == __file__
+    assert ("OSQP stopped with status 'maximum iterations reached' after 3 iterations on 2 of 2 "
+            "lists (groups 'a', 'b')") in str(found[0].message)
+    assert list(reranker.solver_status_) == ["maximum iterations reached"] * 2

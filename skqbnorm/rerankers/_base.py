@@ -6,14 +6,16 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
-from .._validation import check_group_labels, describe, naming
+from .._validation import check_group_labels, describe, naming, warn_caller
 from ._graph import affinity, degrees, laplacian, pair_laplacian
 from ._pairs import select_pairs
 from ._solvers import (
+    TOLERANCE,
     components,
     free_directions,
     last_of_each_component,
@@ -110,6 +112,7 @@ class BayesianReranker(BaseEstimator):
         self.n_iter_ = np.array([info["n_iter"] for info in infos])
         self.objective_ = np.array([info["objective"] for info in infos])
         self.n_features_in_ = X.shape[1]
+        self._warn_of(infos)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -145,6 +148,45 @@ class BayesianReranker(BaseEstimator):
                 f"{initial.shape}: they carry no order to rerank."
             )
 
+    def _warn_of(self, infos):
+        """Warn of the lists whose solver stopped short or whose graph has no edge.
+
+        From here, the caller's thread: the lists are reranked by joblib's workers,
+        whose own warnings (another process's) would not reach the caller.
+        """
+        short = {}  # (solver, status) -> the lists it stopped short on
+        for i, info in enumerate(infos):
+            if info["status"] != "solved":
+                short.setdefault((info["solver"], info["status"]), []).append(i)
+        for (solver, status), stopped in short.items():
+            n_iter = max(infos[i]["n_iter"] for i in stopped)
+            warn_caller(
+                f"{solver[0].upper()}{solver[1:]} stopped with status {status!r} after {n_iter} "
+                f"iterations on {self._which_lists(stopped, len(infos))}: their scores may be "
+                f"inaccurate. {self._convergence_advice()}",
+                ConvergenceWarning,
+            )
+        edgeless = [i for i, info in enumerate(infos) if info["edgeless"]]
+        if edgeless:
+            warn_caller(
+                f"sigma={self.sigma!r} is so small against the distances between the samples "
+                f"of {self._which_lists(edgeless, len(infos))} that every affinity "
+                "exp(-d^2 / (2 sigma^2)) underflows to 0: their graph has no edge and the "
+                "prior no effect. Use a larger sigma or 'median'.",
+                UserWarning,
+            )
+
+    def _which_lists(self, indices, n_lists):
+        if n_lists == 1:
+            return "the list"
+        labels = ", ".join(repr(np.asarray(self.group_labels_[i]).item()) for i in indices[:5])
+        more = ", ..." if len(indices) > 5 else ""
+        return f"{len(indices)} of {n_lists} lists (groups {labels}{more})"
+
+    def _convergence_advice(self):
+        return (f"Conjugate gradients stop at a relative residual of {TOLERANCE} or after "
+                "20 iterations per sample.")
+
     def _random_states(self, n_lists):
         """The ``random_state`` of each list: a RandomState instance is drawn from here,
         one seed per list in the order of the sorted labels, so that the jobs (threads or
@@ -155,8 +197,10 @@ class BayesianReranker(BaseEstimator):
         return [random_state] * n_lists
 
     def _rerank(self, features, initial, random_state):
-        weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors, sigma=self.sigma)
+        weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors, sigma=self.sigma,
+                           warn=False)
         scores, info = self._solve(weights, self._initial_scores(initial), features, random_state)
+        info["edgeless"] = len(initial) > 1 and weights.nnz == 0
         if not np.all(np.isfinite(scores)):
             raise ValueError(
                 f"{type(self).__name__} gave non-finite scores for a list of {len(initial)} "

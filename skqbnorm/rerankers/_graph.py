@@ -28,7 +28,7 @@ CLOSE_PAIR = 1e-3
 BLOCK_VALUES = 2**22
 
 
-def affinity(features, *, graph="knn", n_neighbors=10, sigma="median"):
+def affinity(features, *, graph="knn", n_neighbors=10, sigma="median", warn=True):
     """Gaussian affinities ``w_ij = exp(-||x_i - x_j||^2 / (2 sigma^2))``, sparse.
 
     Parameters
@@ -49,6 +49,9 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median"):
         carry no scale; if every edge has length 0, every weight is 1. A numeric
         sigma so small that every weight underflows to 0 leaves every item isolated:
         that graph has no edge, with a warning.
+    warn : bool, default=True
+        Whether to warn of a graph without edge here (the rerankers report it from
+        ``fit``, where a worker process's warning would not reach the caller).
 
     Returns
     -------
@@ -68,7 +71,7 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median"):
     else:
         rows, cols, lengths = nearest_neighbour_edges(scaled, n_neighbors)
     weights = gaussian(lengths, exponent, sigma)
-    if not weights.any():
+    if warn and not weights.any():
         warn_caller(
             f"sigma={sigma!r} is so small against the distances between the {n_items} "
             "samples that every affinity exp(-d^2 / (2 sigma^2)) underflows to 0: the "

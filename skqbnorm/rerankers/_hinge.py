@@ -5,10 +5,8 @@ from numbers import Integral, Real
 import numpy as np
 import osqp
 from scipy import sparse
-from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import NotBool as Interval
-from .._validation import warn_caller
 from ..metrics import hinge_distance
 from ._base import PairwiseReranker, score_scale, trace_or_one
 from ._graph import quadratic_form
@@ -162,7 +160,7 @@ class HingeReranker(PairwiseReranker):
         prior = self._prior(weights, self._normalised())
         magnitude, _, _ = score_scale(initial)
         scaled = initial / magnitude
-        margins, status, n_iter = self._margins(weights, prior, pairs)
+        margins, info = self._margins(weights, prior, pairs)
         # Margin units -> the initial scores' units: a margin is the pairs' RMS initial gap.
         unit = self.margin * np.sqrt(np.mean((scaled[high] - scaled[low]) ** 2))
         scores = self._place(unit * margins, scaled, weights, prior, pairs)
@@ -173,8 +171,11 @@ class HingeReranker(PairwiseReranker):
                 f"margin={self.margin!r} times the range of the initial scores y exceeds "
                 "float64's range; choose a smaller margin (the ranking does not depend on it)."
             )
-        objective = hinge_energy(prior, margins, scaled, pairs, self.c)
-        return scores, {"status": status, "n_iter": n_iter, "objective": objective}
+        info["objective"] = hinge_energy(prior, margins, scaled, pairs, self.c)
+        return scores, info
+
+    def _convergence_advice(self):
+        return "Raise max_iter or loosen eps_abs/eps_rel."
 
     def _margins(self, weights, prior, pairs):
         """The minimiser in margins: closed form while every slack is positive, else OSQP.
@@ -191,7 +192,7 @@ class HingeReranker(PairwiseReranker):
         margins, info = self._closed_form(weights, prior, pairs, np.ones(len(high)),
                                           pull.astype(float), kappa, np.zeros(n_items))
         if np.all(margins[high] - margins[low] <= 1 + ACTIVE_TOLERANCE):
-            return margins, info["status"], info["n_iter"]
+            return margins, info
         return self._solve_qp(prior, pairs)
 
     def _solve_qp(self, prior, pairs):
@@ -207,8 +208,9 @@ class HingeReranker(PairwiseReranker):
                 f"eps_rel={self.eps_rel!r}, max_iter={self.max_iter!r}: {error}"
             ) from error
         status = str(result.info.status)
-        check_status(status, result.info.iter, self.max_iter, self.c)
-        return np.asarray(result.x[: prior.shape[0]], dtype=np.float64), status, int(result.info.iter)
+        check_status(status, self.c)
+        info = {"status": status, "n_iter": int(result.info.iter), "solver": "OSQP"}
+        return np.asarray(result.x[: prior.shape[0]], dtype=np.float64), info
 
 
 def hinge_energy(prior, scores, initial, pairs, c):
@@ -248,15 +250,9 @@ def hinge_qp(prior, pairs, c):
     )
 
 
-def check_status(status, n_iter, max_iter, c):
-    if status == "solved":
-        return
-    if status in ("solved inaccurate", "maximum iterations reached"):
-        warn_caller(
-            f"OSQP stopped with status {status!r} after {n_iter} iterations (max_iter="
-            f"{max_iter}); the scores may be inaccurate. Raise max_iter or loosen eps_abs/eps_rel.",
-            ConvergenceWarning,
-        )
+def check_status(status, c):
+    """Refuse a QP OSQP could not solve; a short stop is reported by fit (see ``BayesianReranker``)."""
+    if status in ("solved", "solved inaccurate", "maximum iterations reached"):
         return
     raise ValueError(
         f"OSQP could not solve the hinge reranking QP with c={c!r}: status {status!r}. "
