@@ -1,9 +1,12 @@
 """Argument checks shared by the whole package; every message names the parameter and its shape."""
 
+import concurrent.futures
 import math
+import multiprocessing
 import numbers
 import os
 import sys
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -18,23 +21,42 @@ from ._stats import all_finite, check_finite_block
 
 # Frames a warning looks past, to the caller's line: this package's own, and those of
 # scikit-learn (its fit wrappers, Pipeline, GridSearchCV) and joblib (GridSearchCV's
-# loop), which call into it for the user.
+# loop, the jobs' threads), which call into it for the user, and the standard library's
+# thread pools, at the bottom of a worker thread's stack.
 _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(module.__file__)) + os.sep
-    for module in (sys.modules[__package__], sklearn, joblib)
-)
+    for module in (sys.modules[__package__], sklearn, joblib, concurrent.futures, multiprocessing)
+) + (os.path.abspath(threading.__file__),)
 
 
 def warn_caller(message, category):
     """``warnings.warn``, attributed to the first caller outside skqbnorm, scikit-learn and joblib.
 
     A fixed ``stacklevel`` points into the library whenever the same warning is
-    reached through another path (``fit_transform``, a subclass, a ``Pipeline``).
+    reached through another path (``fit_transform``, a subclass, a ``Pipeline``). A
+    warning from one of the jobs' threads, whose stack never leaves the library, is
+    attributed to the main thread's caller, which waits on the jobs.
     """
-    frame, stacklevel = sys._getframe(1), 2
-    while frame.f_back is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
-        frame, stacklevel = frame.f_back, stacklevel + 1
-    warnings.warn(message, category, stacklevel=stacklevel)
+    frame = _first_caller(sys._getframe(1))
+    if frame is None:
+        frame = _first_caller(sys._current_frames().get(threading.main_thread().ident))
+    if frame is None:  # nothing outside the library anywhere: say where it happened
+        warnings.warn(message, category, stacklevel=2)
+        return
+    module_globals = frame.f_globals
+    warnings.warn_explicit(
+        message, category, frame.f_code.co_filename, frame.f_lineno,
+        module=module_globals.get("__name__"),
+        registry=module_globals.setdefault("__warningregistry__", {}),
+        module_globals=module_globals,
+    )
+
+
+def _first_caller(frame):
+    """The first frame from ``frame`` outwards that is not the library's (or None)."""
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame = frame.f_back
+    return frame
 
 
 def check_group_labels(groups, name="groups"):

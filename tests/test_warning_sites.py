@@ -104,3 +104,15 @@ def test_reranker_warnings_reach_the_caller_from_worker_processes(rng, n_jobs):
     assert ("OSQP stopped with status 'maximum iterations reached' after 3 iterations on 2 of 2 "
             "lists (groups 'a', 'b')") in str(found[0].message)
     assert list(reranker.solver_status_) == ["maximum iterations reached"] * 2
+
+
+def test_warnings_from_the_jobs_threads_point_at_the_caller(rng):
+    # A job's thread never leaves the library: its warning names the main thread's
+    # caller, which waits on the jobs (it named multiprocessing/pool.py).
+    bank = rng.normal(size=(40, 50)).astype(np.float32)
+    normaliser = InvertedSoftmax(beta=100.0, output="probability", n_jobs=2, working_memory=0.001)
+    normaliser.fit(bank)
+    queries = np.repeat(bank.max(axis=0, keepdims=True) + np.float32(2), 20, axis=0)
+    for call in (lambda: normaliser.transform(queries), lambda: normaliser.top_k(queries, k=2)):
+        found = caught(RuntimeWarning, call)
+        assert {warning.filename for warning in found} == {__file__}
