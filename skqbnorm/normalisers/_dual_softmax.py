@@ -4,7 +4,7 @@ from numbers import Real
 
 import numpy as np
 
-from .._stats import ColumnLogSumExp
+from .._stats import ColumnLogSumExp, all_finite
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 
@@ -135,11 +135,13 @@ class DualSoftmax(QueryBankNormaliser):
         np.subtract(sims, soft_max, out=out)
         out /= temperature
         np.exp(out, out=out)
+        if all_finite(out):  # the usual case: no weight beyond the dtype
+            out *= sims  # a finite score that overflows is computed again in float64
+            return
         weight_overflows = np.isinf(out)
-        out *= sims  # a finite score that overflows is computed again in float64
-        if weight_overflows.any():
-            rows, items = np.nonzero(weight_overflows)
-            out[rows, items] = _product_beyond_the_weight(sims[rows, items], soft_max[items], temperature)
+        out *= sims
+        rows, items = np.nonzero(weight_overflows)
+        out[rows, items] = _product_beyond_the_weight(sims[rows, items], soft_max[items], temperature)
 
 
 def _product_beyond_the_weight(sims, soft_max, temperature):
