@@ -35,11 +35,12 @@ def warn_caller(message, category):
     A fixed ``stacklevel`` points into the library whenever the same warning is
     reached through another path (``fit_transform``, a subclass, a ``Pipeline``). A
     warning from one of the jobs' threads, whose stack never leaves the library, is
-    attributed to the main thread's caller, which waits on the jobs.
+    attributed to the caller that waits on the jobs: the first frame outside the
+    library of the thread that is inside skqbnorm with a caller of its own.
     """
     frame = _first_caller(sys._getframe(1))
     if frame is None:
-        frame = _first_caller(sys._current_frames().get(threading.main_thread().ident))
+        frame = _waiting_caller()
     if frame is None:  # nothing outside the library anywhere: say where it happened
         warnings.warn(message, category, stacklevel=2)
         return
@@ -48,7 +49,6 @@ def warn_caller(message, category):
         message, category, frame.f_code.co_filename, frame.f_lineno,
         module=module_globals.get("__name__"),
         registry=module_globals.setdefault("__warningregistry__", {}),
-        module_globals=module_globals,
     )
 
 
@@ -57,6 +57,21 @@ def _first_caller(frame):
     while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
         frame = frame.f_back
     return frame
+
+
+def _waiting_caller():
+    """The caller of the thread (other than this one) that runs skqbnorm from outside it."""
+    package = _LIBRARY_DIRS[0]
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue
+        caller, inside = frame, False
+        while caller is not None and caller.f_code.co_filename.startswith(_LIBRARY_DIRS):
+            inside = inside or caller.f_code.co_filename.startswith(package)
+            caller = caller.f_back
+        if inside and caller is not None:
+            return caller
+    return None
 
 
 def check_group_labels(groups, name="groups"):

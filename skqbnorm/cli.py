@@ -622,6 +622,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse, its errors in one line on stderr (exit status 2), as every other error."""
 
     def error(self, message):
+        message = " ".join(message.splitlines())  # an argument may hold a newline
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 

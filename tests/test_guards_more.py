@@ -17,7 +17,13 @@ from scipy.optimize import minimize
 from scipy.special import logsumexp
 from sklearn.exceptions import ConvergenceWarning
 
-from skqbnorm import Centering, HingeReranker, RandomWalkReranker, _stats
+from skqbnorm import (
+    Centering,
+    HingeReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
+    _stats,
+)
 from skqbnorm._stats import (
     ColumnLogSumExp,
     ColumnMean,
@@ -32,6 +38,7 @@ from skqbnorm._stats import (
     rows_per_chunk,
 )
 from skqbnorm.metrics import hinge_distance
+from skqbnorm.rerankers import _solvers
 from skqbnorm.rerankers._solvers import conjugate_gradients, solve_pinned
 
 MIB = 2**20
@@ -442,3 +449,26 @@ def test_a_singular_direct_solve_is_refused_by_name():
     system = sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]]))
     with pytest.raises(ValueError, match=r"reranking system of a list of 2 samples is singular"):
         solve_pinned(system, np.zeros(2), pinned=np.zeros(2, dtype=bool), start=np.zeros(2))
+
+
+def test_a_short_stop_of_the_coarse_solve_is_reported(monkeypatch):
+    # Offsets between components are solved first (conjugate gradients past 2,000
+    # components): a stop there must reach solver_status_ and fit's warning, with the
+    # advice of the solver that stopped (not OSQP's, for the hinge).
+    real_cg, calls = _solvers.cg, []
+
+    def coarse_stops_short(system, rhs, **options):
+        scores, failed = real_cg(system, rhs, **options)
+        calls.append(system.shape[0])
+        return scores, (1 if len(calls) == 1 else failed)
+
+    monkeypatch.setattr(_solvers, "DIRECT_MAX_SIZE", 10)
+    monkeypatch.setattr(_solvers, "cg", coarse_stops_short)
+    rng = np.random.default_rng(0)
+    features, initial = rng.normal(size=(40, 3)), rng.normal(size=40)
+    for reranker in (PreferenceStrengthReranker(n_neighbors=1), HingeReranker(n_neighbors=1)):
+        calls.clear()
+        with pytest.warns(ConvergenceWarning, match=r"^Conjugate gradients stopped .* on the list: "
+                                                     r".*relative residual of 1e-10"):
+            reranker.fit(features, initial)
+        assert list(reranker.solver_status_) == ["maximum iterations reached"]

@@ -484,3 +484,23 @@ def test_tiny_c_under_the_normalised_laplacian_keeps_the_c_to_0_limit(cls, c):
     params = {"laplacian": "normalised", "n_neighbors": 3, "initial": "scores", "pairs": "all"}
     limit = cls(c=1e-12, **params).fit_predict(features, initial)
     assert_allclose(cls(c=c, **params).fit_predict(features, initial), limit, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("laplacian, initial", [
+    ("normalised", [4, 5, 7, 8, 6, 10, 0, 9, 11, 1, 2, 3]),
+    ("unnormalised", [6, 11, 4, 0, 3, 8, 5, 10, 7, 1, 9, 2]),
+])
+@pytest.mark.parametrize("c", [1e-30, 1e-300])
+def test_tiny_c_on_a_graph_of_several_components(c, laplacian, initial):
+    # Three clusters, rho-adjacent pairs: the pairs' system had pivots of order c between
+    # components (a singular factorisation, or NaN scores); below a relative c of 1e-10
+    # the solution has reached its c -> 0 limit, and is taken there.
+    rng = np.random.default_rng(1)
+    centres = np.array([[0, 0], [50, 0], [0, 50]])
+    features = np.vstack([centre + 0.3 * rng.normal(size=(4, 2)) for centre in centres])
+    initial = np.array(initial, dtype=float)
+    params = {"laplacian": laplacian, "sigma": 1.0, "n_neighbors": 2, "pairs": "rho_adjacent",
+              "rho": 2, "initial": "scores"}
+    limit = PreferenceStrengthReranker(c=1e-12, **params).fit_predict(features, initial)
+    got = PreferenceStrengthReranker(c=c, **params).fit_predict(features, initial)
+    assert_allclose(got, limit, rtol=1e-6, atol=1e-8)

@@ -5,6 +5,9 @@ must see which of their calls produced it, and a ``-W error::...:this_module`` f
 must be able to select it.
 """
 
+import subprocess
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -116,3 +119,37 @@ def test_warnings_from_the_jobs_threads_point_at_the_caller(rng):
     for call in (lambda: normaliser.transform(queries), lambda: normaliser.top_k(queries, k=2)):
         found = caught(RuntimeWarning, call)
         assert {warning.filename for warning in found} == {__file__}
+
+
+def test_warnings_from_the_jobs_threads_of_a_caller_in_another_thread(rng):
+    # The caller is a user's thread, not the main one (which waits in join()).
+    bank = rng.normal(size=(40, 50)).astype(np.float32)
+    normaliser = InvertedSoftmax(beta=100.0, output="probability", n_jobs=2, working_memory=0.001)
+    normaliser.fit(bank)
+    queries = np.repeat(bank.max(axis=0, keepdims=True) + np.float32(2), 20, axis=0)
+    lines = []
+
+    def serve():
+        lines.append(sys._getframe().f_lineno + 1)
+        normaliser.transform(queries)
+
+    def in_a_thread():
+        worker = threading.Thread(target=serve)
+        worker.start()
+        worker.join()
+
+    found = caught(RuntimeWarning, in_a_thread)
+    assert {(warning.filename, warning.lineno) for warning in found} == {(__file__, lines[0])}
+
+
+def test_a_warning_under_python_c_does_not_fail():
+    # Where __main__ has no source file (python -c, stdin, the REPL), attributing the
+    # warning there must not ask its loader for source (an ImportError).
+    code = ("import numpy as np; from skqbnorm import PointwiseReranker; "
+            "rng = np.random.default_rng(0); "
+            "PointwiseReranker(sigma=1e-10).fit(rng.normal(size=(20, 3)), np.arange(20.0)); "
+            "print('fitted')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "fitted\n"
+    assert done.stderr.startswith("<string>:1: UserWarning: sigma=1e-10 is so small")

@@ -163,7 +163,7 @@ class BayesianReranker(BaseEstimator):
             warn_caller(
                 f"{solver[0].upper()}{solver[1:]} stopped with status {status!r} after {n_iter} "
                 f"iterations on {self._which_lists(stopped, len(infos))}: their scores may be "
-                f"inaccurate. {self._convergence_advice()}",
+                f"inaccurate. {self._convergence_advice(solver)}",
                 ConvergenceWarning,
             )
         edgeless = [i for i, info in enumerate(infos) if info["edgeless"]]
@@ -183,7 +183,7 @@ class BayesianReranker(BaseEstimator):
         more = ", ..." if len(indices) > 5 else ""
         return f"{len(indices)} of {n_lists} lists (groups {labels}{more})"
 
-    def _convergence_advice(self):
+    def _convergence_advice(self, solver):
         return (f"Conjugate gradients stop at a relative residual of {TOLERANCE} or after "
                 "20 iterations per sample.")
 

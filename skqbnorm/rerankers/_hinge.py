@@ -174,8 +174,10 @@ class HingeReranker(PairwiseReranker):
         info["objective"] = hinge_energy(prior, margins, scaled, pairs, self.c)
         return scores, info
 
-    def _convergence_advice(self):
-        return "Raise max_iter or loosen eps_abs/eps_rel."
+    def _convergence_advice(self, solver):
+        if solver == "OSQP":
+            return "Raise max_iter or loosen eps_abs/eps_rel."
+        return super()._convergence_advice(solver)
 
     def _margins(self, weights, prior, pairs):
         """The minimiser in margins: closed form while every slack is positive, else OSQP.

@@ -132,17 +132,19 @@ def solve_two_scales(prior, pair_prior, pull, kappa, *, null, pinned, start):
     # of each): pinning an offset elsewhere would set it wrong, which a tiny kappa keeps.
     coarse_pins = np.zeros(coarse.shape[0], dtype=bool)
     coarse_pins[label[pinned]] = True
-    offsets, _ = solve_pinned(coarse, basis.T @ pull, pinned=coarse_pins,
-                              start=np.zeros(coarse.shape[0]))
+    offsets, coarse_info = solve_pinned(coarse, basis.T @ pull, pinned=coarse_pins,
+                                        start=np.zeros(coarse.shape[0]))
     base = basis @ offsets
     rest = pull - pair_prior @ base
-    if kappa <= 1:
-        delta, info = solve_pinned(prior + kappa * pair_prior, rest, pinned=pinned, start=start)
+    if kappa <= 1:  # below SMALLEST_C (relative) the O(1) solution has reached its limit
+        floor = SMALLEST_C * prior.diagonal().mean() / max(pair_prior.diagonal().mean(), 1e-300)
+        delta, info = solve_pinned(prior + max(kappa, floor) * pair_prior, rest, pinned=pinned,
+                                   start=start)
         delta = kappa * delta
     else:
         capped = min(kappa, LARGEST_KAPPA)
         delta, info = solve_pinned(prior / capped + pair_prior, rest, pinned=pinned, start=start)
-    return base + delta, info
+    return base + delta, (info if coarse_info["status"] == "solved" else coarse_info)
 
 
 def place_components(scores, initial, label, has_pair, free, direction):
