@@ -42,8 +42,8 @@ def plot_k_occurrence(counts, k=10, ax=None):
     return ax
 
 
-def plot_curves(x, curves, *, xlabel, ylabel, logx=False, ax=None):
-    """One line per labelled curve over a shared x, e.g. R@1 against bank size.
+def plot_curves(x, curves, *, xlabel, ylabel, logx=False, intervals=None, ax=None):
+    """One line per labelled curve over a shared x, e.g. a change in R@1 against bank size.
 
     Parameters
     ----------
@@ -52,6 +52,9 @@ def plot_curves(x, curves, *, xlabel, ylabel, logx=False, ax=None):
     xlabel, ylabel : str
     logx : bool, default=False
         Logarithmic x axis.
+    intervals : dict of str to array-like of shape (2, n_points), default=None
+        Per curve (any subset), the low and high ends of each point's interval,
+        drawn as a whisker from one to the other.
     ax : matplotlib Axes, default=None
 
     Returns
@@ -59,8 +62,12 @@ def plot_curves(x, curves, *, xlabel, ylabel, logx=False, ax=None):
     ax : matplotlib Axes
     """
     ax = _axes(ax)
+    intervals = {} if intervals is None else intervals
     for label, values in curves.items():
-        ax.plot(x, values, marker="o", label=label)
+        line = ax.plot(x, values, marker="o", label=label)[0]
+        if label in intervals:
+            low, high = np.asarray(intervals[label], dtype=float)
+            ax.vlines(x, low, high, color=line.get_color(), alpha=0.7)
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel)
@@ -104,8 +111,9 @@ def plot_changes(changes, metric="R@1", *, ax=None):
     changes : dict
         Per method label, a :class:`~skqbnorm.metrics.PairedComparison` (its
         ``metric``) or a tuple ``(change, low, high)`` (``low`` and ``high`` None
-        without an interval); or, per bank, such a dict of methods: each bank is a
-        series of its own colour, offset a little within each method's row.
+        without an interval: a hollow dot); or, per bank, such a dict of methods:
+        each bank is a series of its own colour, offset a little within each
+        method's row.
     metric : str, default="R@1"
         The metric of the comparisons to draw.
     ax : matplotlib Axes, default=None
@@ -123,12 +131,19 @@ def plot_changes(changes, metric="R@1", *, ax=None):
     height = 0.6 / len(banks)
     for number, (bank, series) in enumerate(banks.items()):
         offset = (number - (len(banks) - 1) / 2) * height
-        rows = [methods.index(method) + offset for method in series]
+        rows = np.array([methods.index(method) + offset for method in series])
         centres, lows, highs = np.array([_change(value, metric) for value in series.values()],
                                         dtype=float).T.reshape(3, -1)
-        whiskers = np.vstack([centres - lows, highs - centres])
-        ax.errorbar(centres, rows, xerr=np.nan_to_num(whiskers), fmt="o", capsize=3,
-                    label=bank)
+        ranged = ~np.isnan(lows)
+        # The interval from low to high wherever the change lies (a change of medians
+        # may fall outside its percentile interval); a hollow dot where there is none.
+        dots = ax.plot(centres[ranged], rows[ranged], "o", label=bank if ranged.any() else None)[0]
+        color = dots.get_color()
+        ax.hlines(rows[ranged], lows[ranged], highs[ranged], color=color)
+        ax.plot(np.r_[lows[ranged], highs[ranged]], np.r_[rows[ranged], rows[ranged]], "|",
+                color=color, markersize=8)
+        ax.plot(centres[~ranged], rows[~ranged], "o", color=color, markerfacecolor="white",
+                label=None if ranged.any() else bank)
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(methods)), methods)
     ax.invert_yaxis()

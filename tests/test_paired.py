@@ -255,7 +255,8 @@ def test_plot_changes_draws_dots_and_whiskers_around_a_zero_line():
 
     a, b, gt = pair_of_rankings(10)
     comparison = paired_comparison(a, b, gt, n_resamples=100, random_state=0)
-    changes = {"in-domain": {"IS": comparison, "DIS": (1.0, -0.5, 2.5)},
+    # A change of medians may lie outside its percentile interval (2.0 past [0.5, 1.5]).
+    changes = {"in-domain": {"IS": comparison, "DIS": (2.0, 0.5, 1.5)},
                "far-domain": {"IS": (-1.0, -2.0, 0.5), "DIS": (0.25, None, None)}}
     fig, ax = plt.subplots()
     try:
@@ -264,15 +265,36 @@ def test_plot_changes_draws_dots_and_whiskers_around_a_zero_line():
         assert [label.get_text() for label in ax.get_yticklabels()] == ["IS", "DIS"]
         zero = [line for line in ax.lines if list(line.get_xdata()) == [0, 0]]
         assert len(zero) == 1
-        near, far = ax.containers
-        assert (near.get_label(), far.get_label()) == ("in-domain", "far-domain")
-        np.testing.assert_allclose(np.asarray(near.lines[0].get_xdata(), float), [comparison.change["MnR"], 1.0])
-        np.testing.assert_allclose(np.asarray(near.lines[0].get_ydata(), float), [-0.15, 0.85])
-        np.testing.assert_allclose(np.asarray(far.lines[0].get_ydata(), float), [0.15, 1.15])
-        segments = near.lines[2][0].get_segments()
-        np.testing.assert_allclose([segments[0][:, 0], segments[1][:, 0]],
-                                   [comparison.interval["MnR"], (-0.5, 2.5)])
-        no_interval = far.lines[2][0].get_segments()[1][:, 0]
-        np.testing.assert_allclose(no_interval, [0.25, 0.25])
+        near_dots, far_dots = (line for line in ax.lines if line.get_label() in ("in-domain", "far-domain"))
+        assert (near_dots.get_label(), far_dots.get_label()) == ("in-domain", "far-domain")
+        np.testing.assert_allclose(near_dots.get_xdata(), [comparison.change["MnR"], 2.0])
+        np.testing.assert_allclose(near_dots.get_ydata(), [-0.15, 0.85])
+        np.testing.assert_allclose(far_dots.get_ydata(), [0.15])  # DIS has no interval
+        near_whiskers, far_whiskers = ax.collections
+        np.testing.assert_allclose([segment[:, 0] for segment in near_whiskers.get_segments()],
+                                   [comparison.interval["MnR"], (0.5, 1.5)])
+        assert len(far_whiskers.get_segments()) == 1
+        hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"
+                  and len(line.get_xdata())]
+        assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [0.25]
+    finally:
+        plt.close(fig)
+
+def test_plot_curves_draws_each_points_interval():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from skqbnorm.plotting import plot_curves
+
+    fig, ax = plt.subplots()
+    try:
+        plot_curves([1, 10, 100], {"IS": [0.5, 1.0, -0.5], "DIS": [0.2, 0.4, 0.6]},
+                    xlabel="beta", ylabel="change in R@1", logx=True,
+                    intervals={"IS": [[0.0, 0.2, -1.5], [1.0, 1.8, 0.5]]}, ax=ax)
+        (whiskers,) = ax.collections  # DIS has none
+        np.testing.assert_allclose([segment[:, 1] for segment in whiskers.get_segments()],
+                                   [[0.0, 1.0], [0.2, 1.8], [-1.5, 0.5]])
+        assert [line.get_label() for line in ax.lines] == ["IS", "DIS"]
     finally:
         plt.close(fig)
