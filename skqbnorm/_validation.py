@@ -107,6 +107,18 @@ def check_group_labels(groups, name="groups"):
     return labels
 
 
+def check_float_dtype(dtype, name="dtype"):
+    """``dtype`` as a NumPy float dtype; anything else (an int dtype would round the
+    similarities to zeros) is refused by name."""
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError as error:
+        raise ValueError(f"{name} must be a float dtype such as np.float32; got {dtype!r}.") from error
+    if resolved.kind != "f":
+        raise ValueError(f"{name} must be a float dtype such as np.float32; got {resolved}.")
+    return resolved
+
+
 def check_int(value, name, low, high=None, where=""):
     """``value`` as an int in ``[low, high]``; bools and integral floats are refused."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):

@@ -1,13 +1,31 @@
 """A retrieval task on scikit-learn's digits: corrupted views query clean images."""
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler, normalize
 from sklearn.utils import Bunch, check_random_state
+from sklearn.utils._param_validation import validate_params
+
+from .._validation import NotBool, check_float_dtype
+
+#: Images in scikit-learn's digits, and in its smallest class.
+N_DIGITS, SMALLEST_CLASS = 1797, 174
 
 
+@validate_params(
+    {
+        "n_gallery": [NotBool(Integral, 1, N_DIGITS - 1, closed="both")],
+        "drop": [NotBool(Real, 0, 1, closed="both")],
+        "noise": [NotBool(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+        "dtype": "no_validation",
+    },
+    prefer_skip_nested_validation=True,
+)
 def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0, dtype=np.float32):
     """Image-to-image retrieval on scikit-learn's handwritten digits.
 
@@ -22,14 +40,15 @@ def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0,
     Parameters
     ----------
     n_gallery : int, default=800
-        Number of test images (gallery items, one query each).
+        Number of test images (gallery items, one query each), in [1, 1796]: the
+        other digits make the querybank.
     drop : float, default=0.5
-        Share of pixels zeroed in a query view.
+        Share of pixels zeroed in a query view, in [0, 1].
     noise : float, default=2.5
-        Standard deviation of the pixel noise (pixels range over 0-16).
+        Standard deviation of the pixel noise, >= 0 (pixels range over 0-16).
     random_state : int, RandomState instance or None, default=0
         Seed of the split and the corruptions.
-    dtype : numpy dtype, default=np.float32
+    dtype : float dtype, default=np.float32
         Dtype of the similarity matrices.
 
     Returns
@@ -46,6 +65,7 @@ def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0,
     >>> data.query_sims.shape, data.bank_sims.shape
     ((100, 100), (1697, 100))
     """
+    dtype = check_float_dtype(dtype)
     rng = check_random_state(random_state)
     digits = load_digits()
     train, test = train_test_split(np.arange(len(digits.data)), test_size=n_gallery, random_state=rng)
@@ -70,6 +90,14 @@ def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0,
     )
 
 
+@validate_params(
+    {
+        "n_labelled_per_class": [NotBool(Integral, 1, SMALLEST_CLASS, closed="both")],
+        "n_pool": [NotBool(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0):
     """Visual reranking lists on scikit-learn's handwritten digits.
 
@@ -83,9 +111,11 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0)
     Parameters
     ----------
     n_labelled_per_class : int, default=2
-        Labelled images per class used to train the initial scorer.
+        Labelled images per class used to train the initial scorer, in [1, 174]
+        (the smallest class).
     n_pool : int, default=400
-        Images in every query's list.
+        Images in every query's list, at most the 1,797 digits less the labelled
+        ones.
     random_state : int, RandomState instance or None, default=0
         Seed of the labelled set and the pool.
 
@@ -113,6 +143,11 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0)
         for k in range(10)
     ])
     unlabelled = np.setdiff1d(np.arange(len(digits.target)), labelled)
+    if n_pool > len(unlabelled):
+        raise ValueError(
+            f"n_pool={n_pool} exceeds the {len(unlabelled)} digits left unlabelled by "
+            f"n_labelled_per_class={n_labelled_per_class}."
+        )
     pool = rng.choice(unlabelled, n_pool, replace=False)
     scorer = LogisticRegression(C=0.01, max_iter=2000).fit(digits.data[labelled], digits.target[labelled])
     groups = np.repeat(np.arange(10), n_pool)

@@ -1,9 +1,27 @@
 """Synthetic similarity matrices with planted hubs."""
 
+from numbers import Integral, Real
+
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_params
+
+from .._validation import NotBool, check_float_dtype
 
 
+@validate_params(
+    {
+        "n_queries": [NotBool(Integral, 1, None, closed="left")],
+        "n_gallery": [NotBool(Integral, 1, None, closed="left")],
+        "n_bank": [NotBool(Integral, 1, None, closed="left")],
+        "hub_spread": [NotBool(Real, 0, None, closed="left")],
+        "signal": [NotBool(Real, None, None, closed="neither")],
+        "scale": [NotBool(Real, 0, None, closed="neither")],
+        "random_state": ["random_state"],
+        "dtype": "no_validation",
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_hubness_sims(n_queries=1000, n_gallery=200, n_bank=1000, *, hub_spread=0.5,
                       signal=3.0, scale=0.1, random_state=None, dtype=np.float64):
     """Query and querybank similarities to a gallery with planted hubs.
@@ -16,16 +34,16 @@ def make_hubness_sims(n_queries=1000, n_gallery=200, n_bank=1000, *, hub_spread=
     Parameters
     ----------
     n_queries, n_gallery, n_bank : int
-        Sizes of the query set, the gallery and the querybank.
+        Sizes of the query set, the gallery and the querybank, >= 1.
     hub_spread : float, default=0.5
-        Standard deviation of ``log sigma_j``; 0 plants no hubs.
+        Standard deviation of ``log sigma_j``, >= 0; 0 plants no hubs.
     signal : float, default=3.0
         Boost of the correct item, in units of the typical noise.
     scale : float, default=0.1
-        Overall scale of the similarities.
+        Overall scale of the similarities, > 0.
     random_state : int, RandomState instance or None
         Seed.
-    dtype : numpy dtype, default=np.float64
+    dtype : float dtype, default=np.float64
         Dtype of both matrices.
 
     Returns
@@ -42,6 +60,7 @@ def make_hubness_sims(n_queries=1000, n_gallery=200, n_bank=1000, *, hub_spread=
     >>> sims.shape, gt.shape, bank.shape
     ((10, 5), (10,), (20, 5))
     """
+    dtype = check_float_dtype(dtype)
     rng = check_random_state(random_state)
     spread = rng.lognormal(0.0, hub_spread, size=n_gallery)
 
