@@ -6,7 +6,9 @@ data, and each further split draws, from the same text pools, a new set of 2,000
 test nouns (gallery words and query glosses), an in-domain bank of 4,000 glosses of
 other nouns and a far-domain bank of 2,000 gettext messages. It prints, for every
 normaliser and bank, the change in R@1 against the raw similarities of the same
-split: mean, standard deviation, range and how many splits fell below raw.
+split: mean, standard deviation, range and how many splits fell below raw; and every
+split's change with its 95% paired bootstrap interval over that split's test queries
+(``paired_comparison``, 1,000 resamples, the same for every method of a split).
 
 The dual-bank normalisers (DBNorm) also get a gallery bank: the head words of the
 first 3,000 in-domain bank nouns, as in the bundled data (never a test noun). They
@@ -53,7 +55,7 @@ from skqbnorm import (
     QueryBankZNorm,
     SinkhornNormalisation,
 )
-from skqbnorm.metrics import correct_item_ranks, recall_at_k
+from skqbnorm.metrics import correct_item_ranks, paired_comparison, recall_at_k
 
 from build_wordnet_revdict import sentence_encoder, shuffled_texts
 
@@ -151,8 +153,16 @@ def fitted(template, bank_sims, inputs, caught):
     return normaliser
 
 
-def r1_changes(pools, test, bank, far, n_gallery_bank, caught):
-    """Raw R@1 of one split, and each (bank, normaliser)'s change in R@1 against it."""
+def r1_change(query_sims, scores, truth, seed):
+    """``(change, low, high)``: the change in R@1 against raw and its 95% paired interval."""
+    comparison = paired_comparison(query_sims, scores, truth, k=1, n_resamples=1000,
+                                   random_state=seed)
+    return (comparison.change["R@1"], *comparison.interval["R@1"])
+
+
+def r1_changes(pools, test, bank, far, n_gallery_bank, caught, seed=0):
+    """Raw R@1 of one split, and each (bank, normaliser)'s change in R@1 against it,
+    with its interval: ``(change, low, high)``."""
     gallery = pools["words"][test].astype(np.float32)
     query_sims = pools["glosses"][test].astype(np.float32) @ gallery.T
     truth = np.arange(len(test))
@@ -168,11 +178,11 @@ def r1_changes(pools, test, bank, far, n_gallery_bank, caught):
         for name, template in NORMALISERS.items():
             normaliser = fitted(template, bank_sims, inputs,
                                 caught.setdefault((bank_name, name), []))
-            changes[bank_name, name] = r1(normaliser.transform(query_sims), truth) - raw
+            changes[bank_name, name] = r1_change(query_sims, normaliser.transform(query_sims), truth, seed)
     fit_on = {"test queries": query_sims, "gallery bank": gallery_bank_sims}
     for name, (source, template) in SINGLE_FIT.items():
         scores = clone(template).fit(fit_on[source]).transform(query_sims)
-        changes[source, name] = r1(scores, truth) - raw
+        changes[source, name] = r1_change(query_sims, scores, truth, seed)
     return raw, changes
 
 
@@ -188,7 +198,7 @@ def settings():
 
 
 def summary(values):
-    values = np.asarray(values)
+    values = np.asarray([change for change, _, _ in values])
     return values.mean(), values.std(), values.min(), values.max(), int((values < 0).sum())
 
 
@@ -217,6 +227,16 @@ def markdown_table(changes, n_splits):
             cells += [f"{mean:+.2f} +- {std:.2f}", f"{low:+.2f} / {high:+.2f}",
                       f"{below} / {n_splits}"]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def markdown_splits(changes, n_splits):
+    """Every split's change in R@1 with its 95% paired interval, one row per (bank, method)."""
+    header = "| bank | method | " + " | ".join(f"split {split}" for split in range(n_splits)) + " |"
+    lines = [header, "|" + " --- |" * (2 + n_splits)]
+    for (bank_name, name), values in changes.items():
+        cells = [f"{change:+.2f} [{low:+.2f}, {high:+.2f}]" for change, low, high in values]
+        lines.append(f"| {bank_name} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -253,8 +273,9 @@ def main():
             changes.setdefault(key, []).append(change)
         print(f"split {split}: raw R@1 {raw:.2f}", flush=True)
         for bank_name in dict.fromkeys(bank for bank, _ in split_changes):
-            row = ", ".join(f"{name} {change:+.2f}" for (bank, name), change
-                            in split_changes.items() if bank == bank_name)
+            row = ", ".join(f"{name} {change:+.2f} [{low:+.2f}, {high:+.2f}]"
+                            for (bank, name), (change, low, high) in split_changes.items()
+                            if bank == bank_name)
             print(f"  {bank_name}: {row}", flush=True)
 
     raw_line = (f"raw R@1 over {args.n_splits} splits: {np.mean(raws):.2f} +- "
@@ -273,7 +294,9 @@ def main():
     markdown = (f"{raw_line}\n\nChange in R@1 against raw, over the {args.n_splits} splits:\n\n"
                 f"{markdown_table(changes, args.n_splits)}\n\n"
                 "\\* fitted on the test queries or on the gallery bank, without a querybank: "
-                "the same numbers under both banks.\n\nSettings:\n\n"
+                "the same numbers under both banks.\n\nEvery split's change in R@1 against raw "
+                "with its 95% paired bootstrap interval over the split's test queries:\n\n"
+                f"{markdown_splits(changes, args.n_splits)}\n\nSettings:\n\n"
                 + settings().replace("  ", "- ", 1).replace("\n  ", "\n- ") + "\n")
     print("\n" + markdown)
     if args.markdown:
