@@ -20,7 +20,9 @@ def load_wordnet_revdict():
     gallery, as DBNorm and DBSN use) holds the head words of the first 3,000
     in-domain bank nouns: ``bank_glosses[i]`` is the definition of
     ``gallery_bank_words[i]`` for ``i < len(gallery_bank_words)``, a training
-    retrieval task disjoint from the test queries. All texts are embedded by the
+    retrieval task disjoint in words from the test queries (WordNet repeats a few
+    glosses verbatim: 2 test glosses also stand in the bank, for other nouns). All
+    texts are embedded by the
     sentence encoder all-MiniLM-L6-v2 (384 dimensions, L2-normalised; stored as
     float16, returned as float32). See ``skqbnorm/datasets/data/README.md`` for
     provenance and licences, and ``scripts/build_wordnet_revdict.py`` for the build.
