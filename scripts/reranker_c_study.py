@@ -19,7 +19,7 @@ Two datasets, both offline:
   or a random 200 of them); relevant are the query's catalogue's messages; the
   graph is built on the embeddings.
 
-Usage: ``python scripts/reranker_c_study.py [--draws 3] [--quick]``. The acceptance
+Usage: ``python scripts/reranker_c_study.py [--draws 2] [--quick]``. The acceptance
 of issue 9: per reranker, the best c on short and long lists lies within one
 decade, and the default c within one decade of the best c on each dataset.
 """
