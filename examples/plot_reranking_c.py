@@ -21,25 +21,14 @@ import numpy as np
 
 from skqbnorm import HingeReranker, PointwiseReranker, PreferenceStrengthReranker
 from skqbnorm.datasets import load_digits_reranking
-from skqbnorm.metrics import average_precision
+from skqbnorm.metrics import average_precisions, paired_mean_change
 
 data = load_digits_reranking()
-queries = np.unique(data.groups)
 
 
 def per_query_ap(scores):
     """Average precision of every query's list."""
-    return np.array([average_precision(scores[data.groups == query],
-                                       data.relevance[data.groups == query])
-                     for query in queries])
-
-
-def paired_bootstrap(values, reference, n_resamples=5000, seed=0):
-    """Change in the mean and its 95% percentile interval over resampled queries."""
-    rng = np.random.default_rng(seed)
-    resamples = rng.integers(0, len(values), size=(n_resamples, len(values)))
-    changes = (values[resamples] - reference[resamples]).mean(axis=1)
-    return ((values - reference).mean(), *np.percentile(changes, [2.5, 97.5]))
+    return average_precisions(scores, data.relevance, data.groups)
 
 
 initial_ap = per_query_ap(data.initial_scores)
@@ -56,7 +45,7 @@ for name, reranker in rerankers.items():
     for c in cs:
         scores = reranker(c=c).fit_predict(data.features, data.initial_scores,
                                            groups=data.groups)
-        rows.append(paired_bootstrap(per_query_ap(scores), initial_ap))
+        rows.append(paired_mean_change(initial_ap, per_query_ap(scores), n_resamples=5000, random_state=0))
     results[name] = np.array(rows)
     print(f"{name:20s}", " ".join(f"{change:+.3f}" for change in results[name][:, 0]))
 

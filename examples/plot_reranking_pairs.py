@@ -23,25 +23,14 @@ from skqbnorm import (
     RandomWalkReranker,
 )
 from skqbnorm.datasets import load_digits_reranking
-from skqbnorm.metrics import average_precision
+from skqbnorm.metrics import average_precisions, paired_mean_change
 
 data = load_digits_reranking()
-queries = np.unique(data.groups)
 
 
 def per_query_ap(scores):
     """Average precision of every query's list."""
-    return np.array([average_precision(scores[data.groups == query],
-                                       data.relevance[data.groups == query])
-                     for query in queries])
-
-
-def paired_bootstrap(values, reference, n_resamples=5000, seed=0):
-    """Change in the mean and its 95% percentile interval over resampled queries."""
-    rng = np.random.default_rng(seed)
-    resamples = rng.integers(0, len(values), size=(n_resamples, len(values)))
-    changes = (values[resamples] - reference[resamples]).mean(axis=1)
-    return ((values - reference).mean(), *np.percentile(changes, [2.5, 97.5]))
+    return average_precisions(scores, data.relevance, data.groups)
 
 
 rerankers = {
@@ -59,7 +48,7 @@ print(f"initial MAP {initial_ap.mean():.3f}")
 changes = {}
 for name, reranker in rerankers.items():
     scores = reranker.fit_predict(data.features, data.initial_scores, groups=data.groups)
-    changes[name] = paired_bootstrap(per_query_ap(scores), initial_ap)
+    changes[name] = paired_mean_change(initial_ap, per_query_ap(scores), n_resamples=5000, random_state=0)
     change, low, high = changes[name]
     print(f"{name:34s} MAP {initial_ap.mean() + change:.3f}  change {change:+.3f} "
           f"[{low:+.3f}, {high:+.3f}]")

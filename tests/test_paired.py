@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose
 from scipy.stats import binomtest
 
 from skqbnorm.metrics import (
@@ -298,3 +299,46 @@ def test_plot_curves_draws_each_points_interval():
         assert [line.get_label() for line in ax.lines] == ["IS", "DIS"]
     finally:
         plt.close(fig)
+
+
+# -- per-query values: average_precisions and paired_mean_change -------------------------
+
+
+def test_average_precisions_are_each_lists_ap_in_label_order(rng):
+    from skqbnorm.metrics import average_precision, average_precisions, mean_average_precision
+
+    groups = rng.choice(np.array(["q3", "q1", "q2"]), size=60)
+    scores, relevance = np.round(rng.normal(size=60), 1), rng.random(60) < 0.4  # ties too
+    expected = [average_precision(scores[groups == label], relevance[groups == label], n=7)
+                for label in ("q1", "q2", "q3")]
+    got = average_precisions(scores, relevance, groups, n=7)
+    assert_allclose(got, expected, rtol=0, atol=0)
+    assert np.isclose(got.mean(), mean_average_precision(scores, relevance, groups, n=7))
+
+
+def test_paired_mean_change_equals_a_plain_bootstrap_loop(rng):
+    from skqbnorm.metrics import paired_mean_change
+
+    before, after = rng.random(37), rng.random(37)
+    change, low, high = paired_mean_change(before, after, n_resamples=500, confidence=0.9,
+                                           random_state=3)
+    draws = np.random.default_rng(3).integers(0, 37, size=(500, 37))
+    resampled = [(after[draw] - before[draw]).mean() for draw in draws]
+    assert change == pytest.approx(after.mean() - before.mean(), abs=1e-15)
+    assert_allclose([low, high], np.percentile(resampled, [5, 95]), rtol=1e-12)
+    assert paired_mean_change(before, after, n_resamples=0) == (change, None, None)
+    assert paired_mean_change(before, before, random_state=0) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"values_b": np.ones(4)}, r"values_a has shape \(3,\), values_b has shape \(4,\)"),
+    ({"values_b": [1.0, np.nan, 0.0]}, r"values_b must be finite; values_b\[1\] is nan"),
+    ({"n_resamples": -1}, r"n_resamples must be >= 0"),
+    ({"confidence": 1.0}, r"confidence must be in \(0, 1\)"),
+])
+def test_paired_mean_change_names_bad_arguments(arguments, message):
+    from skqbnorm.metrics import paired_mean_change
+
+    call = {"values_a": [0.1, 0.2, 0.3], "values_b": [0.2, 0.2, 0.2], **arguments}
+    with pytest.raises(ValueError, match=message):
+        paired_mean_change(call.pop("values_a"), call.pop("values_b"), **call)

@@ -1,10 +1,11 @@
 """Retrieval metrics, hubness measures, ranking quality and distances, and scorers."""
 
 from ._hubness import hubness, hubness_from_counts, k_occurrence
-from ._paired import PairedComparison, paired_comparison
+from ._paired import PairedComparison, paired_comparison, paired_mean_change
 from ._querybank import QueryBankDiagnostics, QueryBankWarning, querybank_diagnostics
 from ._ranking import (
     average_precision,
+    average_precisions,
     discordant_pairs,
     hinge_distance,
     mean_average_precision,
@@ -20,6 +21,7 @@ __all__ = [
     "QueryBankDiagnostics",
     "QueryBankWarning",
     "average_precision",
+    "average_precisions",
     "correct_item_ranks",
     "discordant_pairs",
     "hinge_distance",
@@ -31,6 +33,7 @@ __all__ = [
     "mean_average_precision",
     "ordered_pairs",
     "paired_comparison",
+    "paired_mean_change",
     "pointwise_distance",
     "preference_strength_distance",
     "querybank_diagnostics",

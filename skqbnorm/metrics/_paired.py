@@ -9,7 +9,7 @@ from scipy.stats import binom
 from sklearn.utils import gen_batches
 
 from .._stats import rows_per_chunk
-from .._validation import check_int, check_option, check_real, check_sims
+from .._validation import check_int, check_option, check_real, check_sims, check_vector
 from ._ranking import _average_precisions
 from ._retrieval import TIES, _document_ties, _hits, correct_item_ranks
 
@@ -195,6 +195,68 @@ def paired_comparison(scores_a, scores_b, gt, *, k=(1, 5, 10), ties="official",
     outcomes_a = query_outcomes(scores_a, gt, ks, ties)
     outcomes_b = query_outcomes(scores_b, gt, ks, ties)
     return compare_outcomes(outcomes_a, outcomes_b, ks, n_resamples, confidence, rng)
+
+
+def paired_mean_change(values_a, values_b, *, n_resamples=1000, confidence=0.95,
+                       random_state=None):
+    """Change of a per-query metric's mean from ``a`` to ``b``, with its paired interval.
+
+    For per-query values that :func:`paired_comparison` does not compute from
+    similarities: the average precision of each reranked list
+    (:func:`~skqbnorm.metrics.average_precisions`), or any metric of the same queries
+    under two methods. The interval is a paired percentile bootstrap: the queries
+    are resampled with replacement, the same draw for ``a`` and ``b``, as
+    :func:`paired_comparison` draws them (``numpy.random.default_rng(random_state)``,
+    ``integers(0, n_queries, size=(n_resamples, n_queries))``, row by row).
+
+    Parameters
+    ----------
+    values_a, values_b : array-like of shape (n_queries,)
+        Finite per-query values of the same queries, in the same order.
+    n_resamples : int, default=1000
+        Bootstrap resamples, >= 0; 0 gives the change alone.
+    confidence : float, default=0.95
+        Coverage of the percentile interval, in (0, 1).
+    random_state : None, int, SeedSequence or Generator, default=None
+        Seed of the resamples.
+
+    Returns
+    -------
+    change : float
+        ``mean(values_b) - mean(values_a)``.
+    low, high : float or None
+        The interval's ends; None when ``n_resamples=0``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm.metrics import paired_mean_change
+    >>> before, after = np.array([0.2, 0.5, 0.4, 0.9]), np.array([0.4, 0.5, 0.6, 0.9])
+    >>> change, low, high = paired_mean_change(before, after, n_resamples=2000, random_state=0)
+    >>> round(change, 3), low >= 0.0, high <= 0.2
+    (0.1, True, True)
+    """
+    values_a, values_b = check_vector(values_a, "values_a"), check_vector(values_b, "values_b")
+    if values_a.shape != values_b.shape:
+        raise ValueError(
+            f"values_a and values_b must hold the same queries: values_a has shape "
+            f"{values_a.shape}, values_b has shape {values_b.shape}."
+        )
+    n_resamples = check_int(n_resamples, "n_resamples", low=0)
+    confidence = _check_confidence(confidence)
+    rng = _generator(random_state)
+    difference = values_b - values_a
+    change = float(difference.mean())
+    if not n_resamples:
+        return change, None, None
+    n_queries = len(difference)
+    changes = np.empty(n_resamples)
+    step = max(1, RESAMPLE_BLOCK // n_queries)
+    for first in range(0, n_resamples, step):
+        drawn = rng.integers(0, n_queries, size=(min(step, n_resamples - first), n_queries))
+        changes[first : first + len(drawn)] = np.take(difference, drawn).sum(axis=1) / n_queries
+    low, high = np.percentile(changes, (50 * (1 - confidence), 50 * (1 + confidence)))
+    return change, float(low), float(high)
 
 
 def metric_names(ks):

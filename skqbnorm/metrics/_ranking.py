@@ -106,6 +106,38 @@ def _scores_and_labels(scores, relevance):
     return scores, check_labels(relevance, "relevance", len(scores))
 
 
+def average_precisions(scores, relevance, groups, n=None, *, normaliser="relevant"):
+    """Average precision of every query's list: the terms of :func:`mean_average_precision`.
+
+    For a paired comparison of two rankings of the same lists (e.g. before and
+    after reranking), with :func:`~skqbnorm.metrics.paired_mean_change`.
+
+    Parameters
+    ----------
+    scores, relevance : array-like of shape (n_items,)
+        Scores and relevance of every item of every query's list.
+    groups : array-like of shape (n_items,)
+        The query each item belongs to (any sortable labels of one kind, without NaN).
+    n, normaliser
+        As in :func:`average_precision`.
+
+    Returns
+    -------
+    aps : ndarray of shape (n_queries,)
+        One AP per query, in the order of the sorted distinct labels of ``groups``.
+
+    Examples
+    --------
+    >>> from skqbnorm.metrics import average_precisions
+    >>> average_precisions([3, 2, 1, 3, 2, 1], [1, 0, 0, 0, 0, 1], ["b", "b", "b", "a", "a", "a"])
+    array([0.3333..., 1.        ])
+    """
+    depth = check_ap_options(n, normaliser)
+    scores, relevance = _scores_and_labels(scores, relevance)
+    labels, query = _query_numbers(groups, len(scores))
+    return _average_precisions(scores, relevance, query, len(labels), depth, normaliser)
+
+
 def _query_numbers(groups, n_items):
     if np.shape(groups) != (n_items,):
         raise ValueError(
