@@ -90,6 +90,7 @@ def test_digits_retrieval_task_has_hubs_that_normalisation_corrects():
     (lambda: make_hubness_sims(10, 5, 20, scale=0.0), r"'scale' parameter"),
     (lambda: make_hubness_sims(10, 5, 20, dtype=np.int32), r"dtype must be a float dtype"),
     (lambda: make_hubness_sims(True, 5, 20), r"'n_queries' parameter"),
+    (lambda: make_hubness_sims(10, 5, -1), r"'n_bank' parameter"),
 ])
 def test_bad_loader_arguments_are_named(call, message):
     # numpy or scikit-learn internals answered before (test_size, "high <= 0"), or an

@@ -11,9 +11,9 @@ from .._validation import NotBool, check_float_dtype
 
 @validate_params(
     {
-        "n_queries": [NotBool(Integral, 1, None, closed="left")],
+        "n_queries": [NotBool(Integral, 0, None, closed="left")],
         "n_gallery": [NotBool(Integral, 1, None, closed="left")],
-        "n_bank": [NotBool(Integral, 1, None, closed="left")],
+        "n_bank": [NotBool(Integral, 0, None, closed="left")],
         "hub_spread": [NotBool(Real, 0, None, closed="left")],
         "signal": [NotBool(Real, None, None, closed="neither")],
         "scale": [NotBool(Real, 0, None, closed="neither")],
@@ -34,7 +34,8 @@ def make_hubness_sims(n_queries=1000, n_gallery=200, n_bank=1000, *, hub_spread=
     Parameters
     ----------
     n_queries, n_gallery, n_bank : int
-        Sizes of the query set, the gallery and the querybank, >= 1.
+        Sizes of the query set, the gallery (>= 1) and the querybank; either set
+        may be empty (0) when only the other is needed.
     hub_spread : float, default=0.5
         Standard deviation of ``log sigma_j``, >= 0; 0 plants no hubs.
     signal : float, default=3.0
