@@ -472,3 +472,19 @@ def test_a_short_stop_of_the_coarse_solve_is_reported(monkeypatch):
                                                      r".*relative residual of 1e-10"):
             reranker.fit(features, initial)
         assert list(reranker.solver_status_) == ["maximum iterations reached"]
+
+
+def test_free_directions_never_solve_iteratively(monkeypatch):
+    # Its status would go unseen: the scales of the null vectors are always factorised.
+    def no_cg(*args, **kwargs):
+        raise AssertionError("conjugate gradients in free_directions")
+
+    monkeypatch.setattr(_solvers, "DIRECT_MAX_SIZE", 1)
+    monkeypatch.setattr(_solvers, "cg", no_cg)
+    # Two affinity components {0, 1} and {2, 3}, degrees 1 and 2; pairs (0, 2) and (1, 3).
+    prior_label = np.array([0, 0, 1, 1])
+    null = np.sqrt(np.array([1.0, 1.0, 2.0, 2.0]))
+    free, direction = _solvers.free_directions(np.zeros(4, dtype=int), (np.array([0, 1]), np.array([2, 3])),
+                                               prior_label, null)
+    assert free.tolist() == [True]
+    assert_allclose(direction / direction[0], np.ones(4))  # scales 1 : 1/sqrt(2), equal on every pair

@@ -89,7 +89,7 @@ def last_of_each_component(label):
     return last
 
 
-def solve_pinned(system, rhs, *, pinned, start):
+def solve_pinned(system, rhs, *, pinned, start, direct=False):
     """Solve the symmetric positive semi-definite ``system @ r = rhs``, ``r_k = 0`` where pinned.
 
     ``pinned`` marks one item in each connected component on which ``system`` is
@@ -99,10 +99,11 @@ def solve_pinned(system, rhs, *, pinned, start):
     ``start``: the systems are graph Laplacians plus positive terms, whose
     factorisations fill in badly on k-NN graphs of high-dimensional features, while a
     product with them costs one pass over their non-zeros. The caller places each
-    component afterwards (conjugate gradients leave the pinned items free).
+    component afterwards (conjugate gradients leave the pinned items free). ``direct``
+    factorises whatever the size.
     """
     system = sparse.csr_matrix(system)
-    if len(rhs) <= DIRECT_MAX_SIZE:
+    if direct or len(rhs) <= DIRECT_MAX_SIZE:
         keep = sparse.diags((~pinned).astype(float))
         pinned_system = keep @ system + sparse.diags(pinned.astype(float))
         scores = factorised(pinned_system).solve(np.where(pinned, 0.0, rhs))
@@ -201,8 +202,10 @@ def free_directions(label, pairs, prior_label, null):
     source, target = prior_label[high], prior_label[low]
     coupling = pair_laplacian((source, target), np.ones(len(source)), n_affinity)  # no self-loops
     divergence = np.bincount(target, gap, n_affinity) - np.bincount(source, gap, n_affinity)
+    # Factorised whatever its size (no iterative solve, whose status would go unseen):
+    # one unknown per affinity component, far fewer than samples on a k-NN graph.
     log_scale, _ = solve_pinned(coupling, divergence, pinned=last_of_each_component(components(coupling)),
-                                start=np.zeros(n_affinity))
+                                start=np.zeros(n_affinity), direct=True)
     disagreement = np.abs(log_scale[target] - log_scale[source] - gap)
     free[label[high[disagreement > FREE_TOLERANCE]]] = False
     return free, np.exp(log_scale[prior_label]) * null
