@@ -153,3 +153,13 @@ def test_a_warning_under_python_c_does_not_fail():
     assert done.returncode == 0, done.stderr
     assert done.stdout == "fitted\n"
     assert done.stderr.startswith("<string>:1: UserWarning: sigma=1e-10 is so small")
+
+
+def test_probability_overflow_warns_once_per_call_not_once_per_block(rng):
+    bank = rng.normal(size=(40, 50)).astype(np.float32)
+    normaliser = InvertedSoftmax(beta=100.0, output="probability", working_memory=0.001).fit(bank)
+    queries = np.repeat(bank.max(axis=0, keepdims=True) + np.float32(2), 40, axis=0)  # many blocks
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")
+        normaliser.transform(queries)
+    assert len([warning for warning in record if issubclass(warning.category, RuntimeWarning)]) == 1

@@ -332,10 +332,13 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         )
         if getattr(self, "output", "log") == "probability":
             largest = np.finfo(out.dtype).max
+            # One text for every block (no row named), so that the warnings filter
+            # shows it once per call site, not once per block.
             warn_caller(
-                f"output='probability' overflows {out.dtype} at {where} and elsewhere: "
-                f"those probabilities are clipped to {largest:.6g}, so they tie. Use "
-                "output='log' (the same ranking, without overflow) to rank.",
+                f"output='probability' overflows {out.dtype} for some scores of X (their "
+                f"similarities far above the bank's): those probabilities are clipped to "
+                f"{largest:.6g}, so they tie. Use output='log' (the same ranking, without "
+                "overflow) to rank.",
                 RuntimeWarning,
             )
             np.minimum(out, largest, out=out)
