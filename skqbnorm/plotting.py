@@ -63,11 +63,21 @@ def plot_curves(x, curves, *, xlabel, ylabel, logx=False, intervals=None, ax=Non
     """
     ax = _axes(ax)
     intervals = {} if intervals is None else intervals
+    unknown = set(intervals) - set(curves)
+    if unknown:
+        raise ValueError(f"intervals names curves that are not drawn: {sorted(unknown)}; "
+                         f"the curves are {list(curves)}.")
     for label, values in curves.items():
         line = ax.plot(x, values, marker="o", label=label)[0]
         if label in intervals:
-            low, high = np.asarray(intervals[label], dtype=float)
-            ax.vlines(x, low, high, color=line.get_color(), alpha=0.7)
+            bounds = np.asarray(intervals[label], dtype=float)
+            if bounds.shape != (2, len(x)):
+                raise ValueError(
+                    f"intervals[{label!r}] must hold the low and the high ends, shape "
+                    f"(2, {len(x)}) for {len(x)} points; got shape {bounds.shape} (pass "
+                    "per-point pairs transposed)."
+                )
+            ax.vlines(x, bounds[0], bounds[1], color=line.get_color(), alpha=0.7)
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel)

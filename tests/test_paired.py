@@ -342,3 +342,39 @@ def test_paired_mean_change_names_bad_arguments(arguments, message):
     call = {"values_a": [0.1, 0.2, 0.3], "values_b": [0.2, 0.2, 0.2], **arguments}
     with pytest.raises(ValueError, match=message):
         paired_mean_change(call.pop("values_a"), call.pop("values_b"), **call)
+
+
+def test_paired_mean_change_draws_as_paired_comparison_and_never_overflows(rng):
+    from skqbnorm.metrics import paired_mean_change
+    from skqbnorm.metrics._paired import query_outcomes
+
+    a, b, gt = pair_of_rankings(40)
+    comparison = paired_comparison(a, b, gt, random_state=5)  # 10,000 resamples by default
+    per_query = [query_outcomes(scores, gt, (1,)).average_precisions for scores in (a, b)]
+    change, low, high = paired_mean_change(*per_query, random_state=5)
+    assert change == pytest.approx(comparison.change["mAP"], abs=1e-15)
+    assert_allclose((low, high), comparison.interval["mAP"], rtol=1e-12)
+    # Differences of 1.6e308 each: representable, but their sums are not.
+    huge = paired_mean_change(np.full(4, -8e307), np.full(4, 8e307), random_state=0)
+    assert_allclose(huge, (1.6e308, 1.6e308, 1.6e308), rtol=1e-12)
+
+
+@pytest.mark.parametrize("intervals, message", [
+    ({"IS": [(0.0, 1.0), (0.5, 1.5), (1.0, 2.0)]}, r"intervals\['IS'\] must hold .* shape \(2, 3\) .* got shape \(3, 2\)"),
+    ({"IS": [[0.0], [1.0]]}, r"got shape \(2, 1\)"),
+    ({"DIS": [[0.0] * 3, [1.0] * 3]}, r"intervals names curves that are not drawn: \['DIS'\]"),
+])
+def test_plot_curves_refuses_intervals_of_the_wrong_shape(intervals, message):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from skqbnorm.plotting import plot_curves
+
+    fig, ax = plt.subplots()
+    try:
+        with pytest.raises(ValueError, match=message):
+            plot_curves([1, 2, 3], {"IS": [0.5, 1.0, 1.5]}, xlabel="x", ylabel="y",
+                        intervals=intervals, ax=ax)
+    finally:
+        plt.close(fig)

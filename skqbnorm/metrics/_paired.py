@@ -8,7 +8,7 @@ import numpy as np
 from scipy.stats import binom
 from sklearn.utils import gen_batches
 
-from .._stats import rows_per_chunk
+from .._stats import finite_mean, rows_per_chunk
 from .._validation import check_int, check_option, check_real, check_sims, check_vector
 from ._ranking import _average_precisions
 from ._retrieval import TIES, _document_ties, _hits, correct_item_ranks
@@ -197,7 +197,7 @@ def paired_comparison(scores_a, scores_b, gt, *, k=(1, 5, 10), ties="official",
     return compare_outcomes(outcomes_a, outcomes_b, ks, n_resamples, confidence, rng)
 
 
-def paired_mean_change(values_a, values_b, *, n_resamples=1000, confidence=0.95,
+def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.95,
                        random_state=None):
     """Change of a per-query metric's mean from ``a`` to ``b``, with its paired interval.
 
@@ -213,8 +213,9 @@ def paired_mean_change(values_a, values_b, *, n_resamples=1000, confidence=0.95,
     ----------
     values_a, values_b : array-like of shape (n_queries,)
         Finite per-query values of the same queries, in the same order.
-    n_resamples : int, default=1000
-        Bootstrap resamples, >= 0; 0 gives the change alone.
+    n_resamples : int, default=10_000
+        Bootstrap resamples, >= 0; 0 gives the change alone. With the same
+        ``n_resamples`` and ``random_state``, the draws are ``paired_comparison``'s.
     confidence : float, default=0.95
         Coverage of the percentile interval, in (0, 1).
     random_state : None, int, SeedSequence or Generator, default=None
@@ -223,7 +224,8 @@ def paired_mean_change(values_a, values_b, *, n_resamples=1000, confidence=0.95,
     Returns
     -------
     change : float
-        ``mean(values_b) - mean(values_a)``.
+        ``mean(values_b) - mean(values_a)``, without overflow wherever each query's
+        difference is itself within float64's range.
     low, high : float or None
         The interval's ends; None when ``n_resamples=0``.
 
@@ -245,18 +247,19 @@ def paired_mean_change(values_a, values_b, *, n_resamples=1000, confidence=0.95,
     n_resamples = check_int(n_resamples, "n_resamples", low=0)
     confidence = _check_confidence(confidence)
     rng = _generator(random_state)
-    difference = values_b - values_a
-    change = float(difference.mean())
+    half_difference = values_b * 0.5 - values_a * 0.5  # exact halving; never overflows
+    change = 2 * float(finite_mean(half_difference, axis=0))
     if not n_resamples:
         return change, None, None
-    n_queries = len(difference)
+    n_queries = len(half_difference)
+    share = half_difference / n_queries  # each resample's mean as a sum that cannot overflow
     changes = np.empty(n_resamples)
     step = max(1, RESAMPLE_BLOCK // n_queries)
     for first in range(0, n_resamples, step):
         drawn = rng.integers(0, n_queries, size=(min(step, n_resamples - first), n_queries))
-        changes[first : first + len(drawn)] = np.take(difference, drawn).sum(axis=1) / n_queries
+        changes[first : first + len(drawn)] = np.take(share, drawn).sum(axis=1)
     low, high = np.percentile(changes, (50 * (1 - confidence), 50 * (1 + confidence)))
-    return change, float(low), float(high)
+    return change, 2 * float(low), 2 * float(high)
 
 
 def metric_names(ks):
