@@ -1,6 +1,7 @@
 """BayesianReranker: the shared machinery of every reranker."""
 
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -241,6 +242,18 @@ class BayesianReranker(BaseEstimator):
         return tags
 
 
+class ListComponents(NamedTuple):
+    """A list's components of the graph joined with the pairs (``label``), which hold
+    pairs, which the energy leaves free to move and along which ``direction`` (see
+    ``free_directions``), and the prior's null vectors."""
+
+    label: np.ndarray
+    has_pair: np.ndarray
+    free: np.ndarray
+    direction: np.ndarray
+    null: np.ndarray
+
+
 def checked_inputs(X, y, groups):
     """Features, initial scores and list labels, validated; errors name X, y or groups."""
     if y is None:
@@ -329,27 +342,27 @@ class PairwiseReranker(BayesianReranker):
         return pairs
 
     def _components(self, weights, prior, pairs):
-        """Components of the graph joined with the pairs: their labels, which hold pairs,
-        which the energy leaves free to move, and along which direction (``free_directions``)."""
+        """What a list's energy leaves free, found once per list (see ``ListComponents``)."""
         joined = prior + pair_laplacian(pairs, np.ones(len(pairs[0])), prior.shape[0])
         label = components(joined)
         null = self._null(weights, self._normalised())
         free, direction = free_directions(label, pairs, components(prior), null)
-        return label, paired_components(label, pairs), free, direction
+        return ListComponents(label, paired_components(label, pairs), free, direction, null)
 
     def _normalised(self):
         return self.laplacian == "normalised"
 
-    def _closed_form(self, weights, prior, pairs, strength, pull, kappa, start):
+    def _closed_form(self, parts, prior, pairs, strength, pull, kappa, start):
         """Solve ``(L + kappa L_pairs(strength)) r = kappa pull``, the minimiser of the
-        prior plus a quadratic pair term, for any kappa (see ``solve_two_scales``)."""
-        label, _, free, _ = self._components(weights, prior, pairs)
+        prior plus a quadratic pair term, for any kappa (see ``solve_two_scales``);
+        ``parts``: the list's ``_components``."""
         # Singular on each component the energy leaves free to move: every one under the
         # plain Laplacian; under the normalised one, those without pairs or regular.
-        pair_prior = pair_laplacian(pairs, strength, len(label))
-        return solve_two_scales(prior, pair_prior, pull, kappa, null=self._null(weights, self._normalised()),
-                                pinned=last_of_each_component(label) & free[label], start=start)
+        pair_prior = pair_laplacian(pairs, strength, len(parts.label))
+        pinned = last_of_each_component(parts.label) & parts.free[parts.label]
+        return solve_two_scales(prior, pair_prior, pull, kappa, null=parts.null, pinned=pinned, start=start)
 
-    def _place(self, scores, initial, weights, prior, pairs):
+    @staticmethod
+    def _place(scores, initial, parts):
         """Each component at the mean of its initial scores (see ``place_components``)."""
-        return place_components(scores, initial, *self._components(weights, prior, pairs))
+        return place_components(scores, initial, parts.label, parts.has_pair, parts.free, parts.direction)

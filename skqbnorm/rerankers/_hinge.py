@@ -160,10 +160,11 @@ class HingeReranker(PairwiseReranker):
         prior = self._prior(weights, self._normalised())
         magnitude, _, _ = score_scale(initial)
         scaled = initial / magnitude
-        margins, info = self._margins(weights, prior, pairs)
+        parts = self._components(weights, prior, pairs)
+        margins, info = self._margins(parts, prior, pairs)
         # Margin units -> the initial scores' units: a margin is the pairs' RMS initial gap.
         unit = self.margin * np.sqrt(np.mean((scaled[high] - scaled[low]) ** 2))
-        scores = self._place(unit * margins, scaled, weights, prior, pairs)
+        scores = self._place(unit * margins, scaled, parts)
         with np.errstate(over="ignore"):
             scores = magnitude * scores
         if not np.all(np.isfinite(scores)):
@@ -179,7 +180,7 @@ class HingeReranker(PairwiseReranker):
             return "Raise max_iter or loosen eps_abs/eps_rel."
         return super()._convergence_advice(solver)
 
-    def _margins(self, weights, prior, pairs):
+    def _margins(self, parts, prior, pairs):
         """The minimiser in margins: closed form while every slack is positive, else OSQP.
 
         Where no selected pair exceeds the margin, each squared hinge equals the
@@ -191,7 +192,7 @@ class HingeReranker(PairwiseReranker):
         n_items = prior.shape[0]
         kappa = self.c * trace_or_one(prior) / len(high)
         pull = np.bincount(high, minlength=n_items) - np.bincount(low, minlength=n_items)
-        margins, info = self._closed_form(weights, prior, pairs, np.ones(len(high)),
+        margins, info = self._closed_form(parts, prior, pairs, np.ones(len(high)),
                                           pull.astype(float), kappa, np.zeros(n_items))
         if np.all(margins[high] - margins[low] <= 1 + ACTIVE_TOLERANCE):
             return margins, info

@@ -133,8 +133,9 @@ class PreferenceStrengthReranker(PairwiseReranker):
         # 2 (L / tr(L) + c g^2/|S| L_pairs) r = 2 c g^2/|S| pull, times tr(L):
         # (L + kappa L_pairs) r = kappa pull with kappa = c g^2 tr(L) / |S|.
         kappa = self.c * np.mean(1 / strength) * trace_or_one(prior) / len(high)
-        scores, info = self._closed_form(weights, prior, pairs, strength, pull, kappa, standard)
-        scores = self._place(scores, standard, weights, prior, pairs)
+        parts = self._components(weights, prior, pairs)
+        scores, info = self._closed_form(parts, prior, pairs, strength, pull, kappa, standard)
+        scores = self._place(scores, standard, parts)
         info["objective"] = preference_strength_energy(prior, scores, standard, pairs, self.c)
         return to_scores(scores), info
 
