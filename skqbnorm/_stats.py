@@ -189,16 +189,22 @@ def embedding_products(queries, gallery_t, rows, name, metric, first_column=0):
     )
 
 
+def gallery_item(columns, position):
+    """The gallery index of a block's column ``position``; ``columns``: a slice or an index array."""
+    return (columns.start or 0) + position if isinstance(columns, slice) else int(columns[position])
+
+
 def check_finite_block(block, rows, name="querybank", first_column=0, *, row_name=None,
                        item="gallery item", items=None):
     """An error naming the first NaN/inf of ``block``: its row (of ``row_name``) and ``item``.
 
-    The block's columns are the items from ``first_column`` on, or the index array ``items``.
+    The block's columns are the items from ``first_column`` on, or ``items`` (a slice
+    or an index array, as ``gallery_item`` reads it).
     """
     if all_finite(block):
         return
     bad = np.argwhere(~np.isfinite(block))[0]
-    column = first_column + bad[1] if items is None else items[bad[1]]
+    column = first_column + bad[1] if items is None else gallery_item(items, bad[1])
     raise ValueError(
         f"Input {name} contains NaN or infinity: the similarity of {row_name or name} row "
         f"{rows.start + bad[0]} to {item} {column} is {block[tuple(bad)]}."

@@ -17,6 +17,7 @@ from .._stats import (
     blas_share,
     check_finite_block,
     embedding_products,
+    gallery_item,
     merge_top_k,
     prepare_embeddings,
     reduce_bank,
@@ -55,11 +56,6 @@ def fill_blocks(out, blocks, scores, n_jobs):
     found = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(scores)(block) for block in blocks)
     for block, block_scores in zip(blocks, found):
         out[block] = block_scores
-
-
-def gallery_item(columns, position):
-    """The gallery index of a block's column ``position``; ``columns``: a slice or an index array."""
-    return (columns.start or 0) + position if isinstance(columns, slice) else int(columns[position])
 
 
 class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -304,10 +300,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
         # Finite input mostly gives finite scores, so the scores, still in cache, are
         # tested first, and the input only if they fail.
         if not all_finite(out):
-            if isinstance(columns, slice):
-                check_finite_block(block, rows, name="X", first_column=columns.start or 0)
-            else:  # a vector index's candidates
-                check_finite_block(block, rows, name="X", items=columns)
+            check_finite_block(block, rows, name="X", items=columns)  # a slice, or an index's candidates
             self._rescore_overflow(block, columns, row_state, rows, out)
         return out
 
