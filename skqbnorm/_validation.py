@@ -83,16 +83,11 @@ def check_group_labels(groups, name="groups"):
     """
     with naming(name, groups):
         labels = column_or_1d(groups)
-    mixed = labels.dtype.kind in "USO"  # NumPy may have read a mix as one kind
-    values = np.asarray(groups, dtype=object).ravel() if mixed else labels
-    if mixed:
-        is_nan = np.array([isinstance(value, numbers.Real) and math.isnan(value) for value in values],
-                          dtype=bool)
-    else:
-        is_nan = np.isnan(labels) if labels.dtype.kind in "fc" else np.zeros(len(labels), dtype=bool)
-    if is_nan.any():
-        raise ValueError(f"{name} must not hold NaN; {name}[{np.flatnonzero(is_nan)[0]}] is nan.")
-    if mixed:
+    if labels.dtype.kind in "fc":
+        _refuse_nan(np.isnan(labels), name)
+    elif labels.dtype.kind in "USO":  # NumPy may have read a mix of kinds as one
+        values = np.asarray(groups, dtype=object).ravel()
+        _refuse_nan([isinstance(value, numbers.Real) and math.isnan(value) for value in values], name)
         kinds = {}
         for value in values:
             kinds.setdefault("strings" if isinstance(value, str) else "bytes"
@@ -105,6 +100,12 @@ def check_group_labels(groups, name="groups"):
                 "kind."
             )
     return labels
+
+
+def _refuse_nan(is_nan, name):
+    is_nan = np.asarray(is_nan, dtype=bool)
+    if is_nan.any():
+        raise ValueError(f"{name} must not hold NaN; {name}[{np.flatnonzero(is_nan)[0]}] is nan.")
 
 
 def check_float_dtype(dtype, name="dtype"):
