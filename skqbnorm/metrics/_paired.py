@@ -254,10 +254,8 @@ def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.9
     n_queries = len(half_difference)
     share = half_difference / n_queries  # each resample's mean as a sum that cannot overflow
     changes = np.empty(n_resamples)
-    step = max(1, RESAMPLE_BLOCK // n_queries)
-    for first in range(0, n_resamples, step):
-        drawn = rng.integers(0, n_queries, size=(min(step, n_resamples - first), n_queries))
-        changes[first : first + len(drawn)] = np.take(share, drawn).sum(axis=1)
+    for resamples, drawn in _draws(n_queries, n_resamples, rng):
+        changes[resamples] = np.take(share, drawn).sum(axis=1)
     low, high = np.percentile(changes, (50 * (1 - confidence), 50 * (1 + confidence)))
     return change, 2 * float(low), 2 * float(high)
 
@@ -344,14 +342,20 @@ def _resampled_changes(a, b, n_resamples, rng):
     keys_a, keys_b = _doubled(a.ranks), _doubled(b.ranks)
     changes = np.empty((n_resamples, n_recalls + 3))
     means = [*range(n_recalls), n_recalls + 1, n_recalls + 2]  # the columns of all but MdR
-    step = max(1, RESAMPLE_BLOCK // n_queries)
-    for first in range(0, n_resamples, step):
-        resamples = slice(first, min(first + step, n_resamples))
-        drawn = rng.integers(0, n_queries, size=(resamples.stop - first, n_queries))
+    for resamples, drawn in _draws(n_queries, n_resamples, rng):
         for column, difference in zip(means, differences):
             changes[resamples, column] = np.take(difference, drawn).sum(axis=1) / n_queries
         changes[resamples, n_recalls] = (_medians(keys_b, drawn) - _medians(keys_a, drawn)) / 2
     return changes
+
+
+def _draws(n_queries, n_resamples, rng):
+    """``(resamples, drawn)`` blocks of about ``RESAMPLE_BLOCK`` indices: row ``r`` of
+    ``drawn`` holds the queries of resample ``resamples.start + r``."""
+    step = max(1, RESAMPLE_BLOCK // n_queries)
+    for first in range(0, n_resamples, step):
+        resamples = slice(first, min(first + step, n_resamples))
+        yield resamples, rng.integers(0, n_queries, size=(resamples.stop - first, n_queries))
 
 
 def _doubled(ranks):

@@ -94,11 +94,7 @@ def mean_average_precision(scores, relevance, groups, n=None, *, normaliser="rel
     >>> mean_average_precision([3, 2, 1, 3, 2, 1], [1, 0, 0, 0, 0, 1], [0, 0, 0, 1, 1, 1])
     0.6666...
     """
-    depth = check_ap_options(n, normaliser)
-    scores, relevance = _scores_and_labels(scores, relevance)
-    labels, query = _query_numbers(groups, len(scores))
-    aps = _average_precisions(scores, relevance, query, len(labels), depth, normaliser)
-    return float(np.mean(aps))
+    return float(np.mean(average_precisions(scores, relevance, groups, n, normaliser=normaliser)))
 
 
 def _scores_and_labels(scores, relevance):
