@@ -102,10 +102,11 @@ class GloballyCorrected(QueryBankNormaliser):
             for columns in strips:
                 check_finite_block(strip(columns), rows, name="X", first_column=columns.start)
 
-        def scores(block, out=None):
-            values = strip(block[1])
+        def scores(index, out=None):
+            _, columns = index  # (rows, columns) of out
+            values = strip(columns)
             out = np.empty_like(values) if out is None else out
-            self._score(values, block[1], extremes, out)
+            self._score(values, columns, extremes, out)
             return out
 
         fill_blocks(out, [(rows, columns) for columns in strips], scores, self.n_jobs)
