@@ -230,12 +230,17 @@ def markdown_table(changes, n_splits):
     return "\n".join(lines)
 
 
+def interval_cell(change, low, high):
+    """A change and its interval, as the per-split tables print them."""
+    return f"{change:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
 def markdown_splits(changes, n_splits):
     """Every split's change in R@1 with its 95% paired interval, one row per (bank, method)."""
     header = "| bank | method | " + " | ".join(f"split {split}" for split in range(n_splits)) + " |"
     lines = [header, "|" + " --- |" * (2 + n_splits)]
     for (bank_name, name), values in changes.items():
-        cells = [f"{change:+.2f} [{low:+.2f}, {high:+.2f}]" for change, low, high in values]
+        cells = [interval_cell(*value) for value in values]
         lines.append(f"| {bank_name} | {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -273,9 +278,8 @@ def main():
             changes.setdefault(key, []).append(change)
         print(f"split {split}: raw R@1 {raw:.2f}", flush=True)
         for bank_name in dict.fromkeys(bank for bank, _ in split_changes):
-            row = ", ".join(f"{name} {change:+.2f} [{low:+.2f}, {high:+.2f}]"
-                            for (bank, name), (change, low, high) in split_changes.items()
-                            if bank == bank_name)
+            row = ", ".join(f"{name} {interval_cell(*value)}"
+                            for (bank, name), value in split_changes.items() if bank == bank_name)
             print(f"  {bank_name}: {row}", flush=True)
 
     raw_line = (f"raw R@1 over {args.n_splits} splits: {np.mean(raws):.2f} +- "

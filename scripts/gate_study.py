@@ -34,7 +34,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from far_domain_study import BANKS, draw_split, embedded_pools
+from far_domain_study import BANKS, draw_split, embedded_pools, interval_cell
 from sklearn.base import clone
 
 from skqbnorm import DynamicInvertedSoftmax, NearestNeighborNormalization
@@ -156,7 +156,7 @@ def markdown_splits(results, n_splits):
     header = "| bank | method | gate | " + " | ".join(f"split {s}" for s in range(n_splits)) + " |"
     lines = [header, "|" + " --- |" * (3 + n_splits)]
     for (bank_name, name, gate), values in results.items():
-        cells = [f"{change:+.2f} [{low:+.2f}, {high:+.2f}]" for change, low, high, _ in values]
+        cells = [interval_cell(change, low, high) for change, low, high, _ in values]
         lines.append(f"| {bank_name} | {name} | {gate} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
