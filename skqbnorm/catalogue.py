@@ -25,6 +25,8 @@ from . import (
     SinkhornNormalisation,
 )
 
+__all__ = ["METHODS", "Method", "describe", "make_normaliser"]
+
 #: The hyperparameter settings of the command line, each a parameter of the normalisers
 #: that name it in ``Method.options``; None keeps the class default.
 Settings = namedtuple(
