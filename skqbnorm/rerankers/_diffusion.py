@@ -93,7 +93,16 @@ class DiffusionReranker(NeighbourhoodReranker):
         magnitude = score_scale(initial)[0]
         system = (sparse.identity(len(initial)) - self.alpha * weights).tocsr()
         scores, _ = conjugate_gradients(system, initial / magnitude, None)
-        return magnitude * scores
+        with np.errstate(over="ignore"):
+            scores = magnitude * scores
+        if not np.all(np.isfinite(scores)):  # f may exceed y by up to 1 / (1 - alpha)
+            raise ValueError(
+                f"DiffusionReranker gave non-finite scores for a list of {len(initial)} "
+                f"samples with initial scores y in [{initial.min()}, {initial.max()}]: the "
+                f"diffused scores, up to 1 / (1 - alpha) = {1 / (1 - self.alpha):g} times y, "
+                "exceed float64's range; rescale y."
+            )
+        return scores
 
 
 def mutual_affinity(unit, n_neighbors, gamma):
