@@ -59,8 +59,9 @@ def k_reciprocal(distances, k1, k2, lambda_value):
     return ((1 - lambda_value) * jaccard + lambda_value * d[0])[1:]
 
 
-def diffusion(features, initial, alpha, k, gamma):
-    """Iscen et al. (CVPR 2017): mutual k-NN affinities s^gamma, f = (I - alpha W)^-1 y."""
+def diffusion(features, initial, alpha, k, gamma, n_source):
+    """Iscen et al. (CVPR 2017): mutual k-NN affinities s^gamma, f = (I - alpha W)^-1 y,
+    y = max(r, 0)^gamma on the n_source highest of r = initial / max |initial|."""
     x = unit(features)
     s = x @ x.T
     np.fill_diagonal(s, 1.0)
@@ -74,7 +75,11 @@ def diffusion(features, initial, alpha, k, gamma):
     degree = a.sum(axis=1)
     inv = np.array([1 / np.sqrt(g) if g > 0 else 0.0 for g in degree])
     w = inv[:, None] * a * inv[None, :]
-    return np.linalg.solve(np.eye(n) - alpha * w, np.asarray(initial, dtype=np.float64))
+    r = np.asarray(initial, dtype=np.float64) / np.abs(initial).max()
+    y = np.zeros(n)
+    for i in np.argsort(-r, kind="stable")[:n_source]:
+        y[i] = max(r[i], 0.0) ** gamma
+    return np.linalg.solve(np.eye(n) - alpha * w, y)
 
 
 def alpha_qe_dba(features, query, alpha, n_query, n_database):

@@ -35,7 +35,9 @@ PARAMS = {
     + [("n_neighbors", v, e) for v, e in [(0, "error"), (1, "ok"), (100, "any"),
                                           (True, "error"), (2.5, "error")]]
     + [("gamma", v, e) for v, e in [(0, "ok"), (-1.0, "error"), (1e300, "any"), (np.inf, "any"),
-                                    (np.nan, "error")]],
+                                    (np.nan, "error")]]
+    + [("n_source", v, e) for v, e in [(None, "ok"), (1, "ok"), (100, "ok"), (0, "error"),
+                                       (2.5, "error")]],
     "qe": [("alpha", v, e) for v, e in [(0, "ok"), (1e300, "any"), (-1.0, "error"),
                                          (np.nan, "error"), (True, "error")]]
     + [("n_query", v, e) for v, e in [(0, "ok"), (100, "any"), (-1, "error"), (2.5, "error")]]

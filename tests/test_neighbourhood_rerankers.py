@@ -42,16 +42,19 @@ def test_k_reciprocal_equals_the_dense_reference(seed, k1, k2, lambda_value):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("alpha, k, gamma", [(0.99, 10, 3.0), (0.5, 3, 1.0), (0.9, 50, 0.0),
-                                             (0.0, 5, 3.0)])
-def test_diffusion_equals_the_dense_reference(seed, alpha, k, gamma):
+@pytest.mark.parametrize("alpha, k, gamma, n_source", [
+    (0.99, 10, 3.0, 10), (0.5, 3, 1.0, None), (0.9, 50, 0.0, 40), (0.0, 5, 1.0, None),
+    (0.99, 5, 3.0, 1)])
+def test_diffusion_equals_the_dense_reference(seed, alpha, k, gamma, n_source):
     features, initial, _ = clustered_list(seed)
-    scores = DiffusionReranker(alpha, n_neighbors=k, gamma=gamma).fit_predict(features, initial)
-    expected = diffusion(features, initial, alpha, k, gamma)
+    reranker = DiffusionReranker(alpha, n_neighbors=k, gamma=gamma, n_source=n_source)
+    scores = reranker.fit_predict(features, initial)
+    expected = diffusion(features, initial, alpha, k, gamma, n_source or len(initial))
     np.testing.assert_allclose(scores, expected, rtol=0, atol=1e-8 * np.abs(expected).max())
     assert same_ranking(scores, expected)
-    if alpha == 0:
-        np.testing.assert_array_equal(scores, initial)
+    if alpha == 0 and n_source is None:  # the source itself: the positive initial scores
+        positive = np.maximum(initial, 0) / np.abs(initial).max()
+        np.testing.assert_allclose(scores, positive, rtol=1e-15, atol=0)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -127,11 +130,11 @@ def test_cosine_initial_scores_must_be_cosines(cls):
                                cls().fit_predict(features, mapped), rtol=0, atol=1e-12)
 
 
-def test_diffusion_is_linear_in_the_initial_scores():
+def test_diffusion_does_not_see_the_initial_scores_scale():
     features, initial, _ = clustered_list(1)
     reranker = DiffusionReranker(n_neighbors=8)
     np.testing.assert_allclose(reranker.fit_predict(features, 1e300 * initial),
-                               1e300 * reranker.fit_predict(features, initial), rtol=1e-12)
+                               reranker.fit_predict(features, initial), rtol=1e-12)
 
 
 @pytest.mark.parametrize("reranker, grid", [

@@ -7,7 +7,7 @@ from scipy import sparse
 
 from .._validation import NotBool as Interval
 from ._base import score_scale
-from ._graph import degrees, most_similar, neighbour_matrix, unit_rows
+from ._graph import degrees, most_similar, neighbour_matrix, top_of_rows, unit_rows
 from ._neighbourhood import NeighbourhoodReranker
 from ._solvers import conjugate_gradients
 
@@ -23,10 +23,12 @@ class DiffusionReranker(NeighbourhoodReranker):
 
         f = (I - alpha W)^-1 y
 
-    the fixed point of ``f = alpha W f + y``, with the initial scores ``y`` as the source
-    vector, solved by conjugate gradients (``I - alpha W`` is symmetric positive definite
-    for ``alpha < 1``). ``f`` is linear in ``y``: scaling the initial scores scales the
-    scores. An isolated sample keeps its initial score.
+    the fixed point of ``f = alpha W f + y``, solved by conjugate gradients (``I - alpha W``
+    is symmetric positive definite for ``alpha < 1``). The source vector ``y`` holds the
+    initial scores as the paper's code builds the query's: ``y_i = max(rbar_i, 0)^gamma``
+    for the ``n_source`` samples of highest initial score ``rbar``, 0 for the others, with
+    ``rbar`` first divided by its largest magnitude (so that scaling the initial scores
+    changes nothing). An isolated sample keeps its source value.
 
     Parameters
     ----------
@@ -36,14 +38,18 @@ class DiffusionReranker(NeighbourhoodReranker):
     n_neighbors : int, default=50
         Neighbours per sample (``k``) of the mutual k-NN graph, >= 1.
     gamma : float, default=3.0
-        Power on the similarities, >= 0 (Iscen et al.'s value: 3).
+        Power on the similarities and on the source, >= 0 (Iscen et al.'s value: 3).
+    n_source : int or None, default=10
+        Samples of highest initial score in the source vector, >= 1 (the query's
+        nearest neighbours in the paper's code); None keeps every sample.
     n_jobs : int, default=None
         Lists reranked in parallel (joblib); None means 1.
 
     Attributes
     ----------
     scores_ : ndarray of shape (n_samples,)
-        Diffused scores, higher is better.
+        Diffused scores, higher is better (in units of the source, at most
+        ``1 / (1 - alpha)``).
     group_labels_ : ndarray of shape (n_lists,)
         The distinct ``groups`` values, in sorted order.
     n_features_in_ : int
@@ -70,8 +76,8 @@ class DiffusionReranker(NeighbourhoodReranker):
     >>> np.argsort(initial)[::-1]
     array([0, 3, 4, 2, 1])
     >>> scores = DiffusionReranker(alpha=0.9, n_neighbors=2).fit_predict(features, initial)
-    >>> np.argsort(-scores)  # 1 and 2, the neighbours of the top sample, rise
-    array([0, 3, 1, 2, 4])
+    >>> np.argsort(-scores)  # 1 and 2, the neighbours of the top sample, rise above 3 and 4
+    array([0, 1, 2, 3, 4])
     """
 
     _parameter_constraints: dict = {
@@ -79,30 +85,32 @@ class DiffusionReranker(NeighbourhoodReranker):
         "alpha": [Interval(Real, 0, 1, closed="left")],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "gamma": [Interval(Real, 0, None, closed="left")],
+        "n_source": [Interval(Integral, 1, None, closed="left"), None],
     }
 
-    def __init__(self, alpha=0.99, *, n_neighbors=50, gamma=3.0, n_jobs=None):
+    def __init__(self, alpha=0.99, *, n_neighbors=50, gamma=3.0, n_source=10, n_jobs=None):
         self.alpha = alpha
         self.n_neighbors = n_neighbors
         self.gamma = gamma
+        self.n_source = n_source
         self.n_jobs = n_jobs
 
     def _rerank_list(self, features, initial):
         weights = normalised_affinity(mutual_affinity(unit_rows(features), self.n_neighbors,
                                                       self.gamma))
-        magnitude = score_scale(initial)[0]
         system = (sparse.identity(len(initial)) - self.alpha * weights).tocsr()
-        scores, _ = conjugate_gradients(system, initial / magnitude, None)
-        with np.errstate(over="ignore"):
-            scores = magnitude * scores
-        if not np.all(np.isfinite(scores)):  # f may exceed y by up to 1 / (1 - alpha)
-            raise ValueError(
-                f"DiffusionReranker gave non-finite scores for a list of {len(initial)} "
-                f"samples with initial scores y in [{initial.min()}, {initial.max()}]: the "
-                f"diffused scores, up to 1 / (1 - alpha) = {1 / (1 - self.alpha):g} times y, "
-                "exceed float64's range; rescale y."
-            )
+        scores, _ = conjugate_gradients(system, self._source(initial), None)
         return scores
+
+    def _source(self, initial):
+        """``max(rbar, 0)^gamma`` on the ``n_source`` highest initial scores, 0 elsewhere."""
+        scaled = initial / score_scale(initial)[0]
+        source = np.zeros_like(scaled)
+        n_source = len(scaled) if self.n_source is None else min(self.n_source, len(scaled))
+        top = top_of_rows(scaled[None, :], n_source)[0][0]
+        with np.errstate(under="ignore"):
+            source[top] = np.maximum(scaled[top], 0.0) ** self.gamma
+        return source
 
 
 def mutual_affinity(unit, n_neighbors, gamma):
