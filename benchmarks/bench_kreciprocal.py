@@ -96,8 +96,8 @@ def main():
     try:
         load_published(args.published)
         sizes = sorted(set(args.published_sizes))
-    except ImportError:
-        print("published re_ranking: not given (--published FILE) and torchreid not installed")
+    except (ImportError, OSError) as error:
+        print(f"published re_ranking: not given (--published FILE) or not loaded ({error})")
         sizes = []
     print(f"k1={args.k1}, k2={args.k2}, lambda={args.lambda_value}, "
           f"{args.n_features} features, one query")

@@ -165,3 +165,18 @@ def test_grid_search_with_whole_queries_per_fold(reranker, grid):
     assert np.isclose(search.cv_results_["split0_test_score"][0], expected)
     # Reranking by the features' clusters beats the noisy initial order.
     assert search.best_score_ > mean_average_precision(initial, relevance, groups) + 0.05
+
+
+def test_kreciprocal_benchmark_script_runs_without_the_published_function():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parents[1] / "benchmarks" / "bench_kreciprocal.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--n-items", "300", "--n-features", "8", "--published",
+         str(Path(__file__).parent / "no_such_file.py"), "--published-sizes"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=script.parent,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "skqbnorm (sparse)" in result.stdout and "published re_ranking: not given" in result.stdout
