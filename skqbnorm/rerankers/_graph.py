@@ -223,10 +223,11 @@ def cosine_blocks(unit, query=None):
         yield 0, np.concatenate([[1.0], query])[None, :]
     for start in range(0, n_items, step):
         stop = min(start + step, n_items)
-        block = unit[start:stop] @ unit.T
-        block[np.arange(stop - start), np.arange(start, stop)] = 1.0
+        block = np.empty((stop - start, n_nodes))
+        np.matmul(unit[start:stop], unit.T, out=block[:, offset:])
+        block[np.arange(stop - start), np.arange(start, stop) + offset] = 1.0
         if query is not None:
-            block = np.hstack([query[start:stop, None], block])
+            block[:, 0] = query[start:stop]
         yield start + offset, block
 
 
@@ -256,7 +257,7 @@ def top_of_rows(block, n_top):
     value and, among equal values, increasing column."""
     n_rows, n_cols = block.shape
     if n_top < n_cols:
-        threshold = -np.partition(-block, n_top - 1, axis=1)[:, n_top - 1]
+        threshold = np.partition(block, n_cols - n_top, axis=1)[:, n_cols - n_top]
         rows, cols = np.nonzero(block >= threshold[:, None])  # n_top or more per row (ties)
     else:
         rows, cols = np.divmod(np.arange(n_rows * n_cols), n_cols)
