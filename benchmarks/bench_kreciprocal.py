@@ -47,6 +47,8 @@ def load_published(path):
 
         return re_ranking
     spec = importlib.util.spec_from_file_location("published_rerank", path)
+    if spec is None:
+        raise ImportError(f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.re_ranking
