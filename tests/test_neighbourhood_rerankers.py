@@ -180,3 +180,23 @@ def test_kreciprocal_benchmark_script_runs_without_the_published_function():
     )
     assert result.returncode == 0, result.stderr
     assert "skqbnorm (sparse)" in result.stdout and "published re_ranking: not given" in result.stdout
+
+
+def test_diffusion_warns_of_lists_whose_solve_stopped_short(monkeypatch):
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skqbnorm.rerankers import _diffusion
+
+    features, initial, _ = clustered_list(0)
+    reranker = DiffusionReranker(n_neighbors=5)
+    reranker.fit(features, initial)
+    assert reranker.n_iter_.shape == (1,) and reranker.n_iter_[0] > 0
+
+    def stopped_short(system, rhs, start):
+        return rhs, {"status": "maximum iterations reached", "n_iter": 800,
+                     "solver": "conjugate gradients"}
+
+    monkeypatch.setattr(_diffusion, "conjugate_gradients", stopped_short)
+    groups = np.repeat([0, 1], 20)
+    with pytest.warns(ConvergenceWarning, match=r"after 800 iterations .* 2 of 2 lists"):
+        reranker.fit(features, initial, groups=groups)

@@ -4,12 +4,14 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import sparse
+from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import NotBool as Interval
-from ._base import score_scale
+from .._validation import warn_caller
+from ._base import BayesianReranker, score_scale
 from ._graph import degrees, most_similar, neighbour_matrix, top_of_rows, unit_rows
 from ._neighbourhood import NeighbourhoodReranker
-from ._solvers import conjugate_gradients
+from ._solvers import TOLERANCE, conjugate_gradients
 
 
 class DiffusionReranker(NeighbourhoodReranker):
@@ -52,6 +54,9 @@ class DiffusionReranker(NeighbourhoodReranker):
         ``1 / (1 - alpha)``).
     group_labels_ : ndarray of shape (n_lists,)
         The distinct ``groups`` values, in sorted order.
+    n_iter_ : ndarray of shape (n_lists,)
+        Conjugate-gradient iterations per list (a ``ConvergenceWarning`` names the lists
+        that stopped at ``20 * n_samples`` iterations short of the tolerance).
     n_features_in_ : int
         Number of features per sample.
 
@@ -99,8 +104,19 @@ class DiffusionReranker(NeighbourhoodReranker):
         weights = normalised_affinity(mutual_affinity(unit_rows(features), self.n_neighbors,
                                                       self.gamma))
         system = (sparse.identity(len(initial)) - self.alpha * weights).tocsr()
-        scores, _ = conjugate_gradients(system, self._source(initial), None)
-        return scores
+        return conjugate_gradients(system, self._source(initial), None)
+
+    def _report(self, infos):
+        self.n_iter_ = np.array([info["n_iter"] for info in infos])
+        stopped = [i for i, info in enumerate(infos) if info["status"] != "solved"]
+        if stopped:
+            warn_caller(
+                f"Conjugate gradients stopped after {self.n_iter_[stopped].max()} iterations "
+                f"without reaching a relative residual of {TOLERANCE} on "
+                f"{BayesianReranker._which_lists(self, stopped, len(infos))}: their scores may "
+                f"be inaccurate. alpha={self.alpha} closer to 1 makes the system harder.",
+                ConvergenceWarning,
+            )
 
     def _source(self, initial):
         """``max(rbar, 0)^gamma`` on the ``n_source`` highest initial scores, 0 elsewhere."""

@@ -100,7 +100,7 @@ class KReciprocalReranker(CosineQueryReranker):
     def _rerank_list(self, features, initial):
         distance = k_reciprocal_distance(unit_rows(features), initial, self.k1, self.k2,
                                          self.lambda_value)
-        return -distance
+        return -distance, {}
 
 
 def k_reciprocal_distance(unit, query, k1, k2, lambda_value):

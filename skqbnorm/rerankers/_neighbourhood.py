@@ -24,7 +24,8 @@ class NeighbourhoodReranker(BaseEstimator):
     ``fit(X, y, groups=None)`` reranks every list (the rows of one value of
     ``groups``) independently, in parallel over ``n_jobs``; subclasses implement
     ``_rerank_list(features, initial)``, returning the list's new scores (float64,
-    higher is better).
+    higher is better) and a dict of diagnostics, which ``_report(infos)`` receives in
+    the caller's thread (a worker process's warnings would not reach the caller).
     """
 
     _parameter_constraints: dict = {"n_jobs": [Integral, None]}
@@ -62,9 +63,10 @@ class NeighbourhoodReranker(BaseEstimator):
             delayed(self._rerank_list)(X[index], y[index]) for index in lists
         )
         self.scores_ = np.empty(len(y))
-        for index, scores in zip(lists, results):
+        for index, (scores, _) in zip(lists, results):
             self.scores_[index] = scores
         self.n_features_in_ = X.shape[1]
+        self._report([info for _, info in results])
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -86,6 +88,9 @@ class NeighbourhoodReranker(BaseEstimator):
             Reranked scores, higher is better, comparable within a list.
         """
         return self.fit(X, y, groups=groups).scores_
+
+    def _report(self, infos):
+        """Keep or report the lists' diagnostics (here: none)."""
 
     def _query_similarities(self, y, lists):
         """The initial scores as the subclass takes them (here: unchanged); ``lists``:

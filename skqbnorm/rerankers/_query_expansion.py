@@ -91,12 +91,12 @@ class QueryExpansionReranker(CosineQueryReranker):
         if self.n_database > 0:
             unit, initial = augmented(unit, initial, self.n_database, self.alpha)
         if self.n_query == 0:
-            return initial
+            return initial, {}
         top, values = top_of_rows(initial[None, :], min(self.n_query, len(initial)))
         weights = np.maximum(values[0], 0.0) ** self.alpha
         added = weights @ unit[top[0]]  # sum_i w_i x'_i
         norm = np.sqrt(1.0 + 2.0 * weights @ values[0] + added @ added)  # |q'|, q . q = 1
-        return (initial + unit @ added) / norm
+        return (initial + unit @ added) / norm, {}
 
 
 def augmented(unit, query, n_database, alpha):
