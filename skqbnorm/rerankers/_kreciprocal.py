@@ -31,7 +31,8 @@ class KReciprocalReranker(CosineQueryReranker):
 
     The published code builds dense ``(N + 1) x (N + 1)`` matrices; here the sets and
     ``V`` are sparse, the distances are found block by block and only the query's Jaccard
-    row is formed: memory ``O(N k1^2)`` for N samples, time ``O(N^2 n_features)``.
+    row is formed: memory ``O(N k2 k1^2)`` at worst (an encoding spans its ``k2``
+    neighbours' expanded sets) for N samples, time ``O(N^2 n_features)``.
     Ties between equal distances go to the lower index (the query, then the samples in
     the list's order). A node whose every distance is 0 (all its similarities 1) keeps
     distances 0 (the published code divides 0 by 0 there).
