@@ -21,9 +21,12 @@ from .normalisers import (
     SinkhornNormalisation,
 )
 from .rerankers import (
+    DiffusionReranker,
     HingeReranker,
+    KReciprocalReranker,
     PointwiseReranker,
     PreferenceStrengthReranker,
+    QueryExpansionReranker,
     RandomWalkReranker,
 )
 
@@ -32,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CSLS",
     "Centering",
+    "DiffusionReranker",
     "DualBankSinkhornNormalisation",
     "DualDynamicInvertedSoftmax",
     "DualInvertedSoftmax",
@@ -40,12 +44,14 @@ __all__ = [
     "GloballyCorrected",
     "HingeReranker",
     "InvertedSoftmax",
+    "KReciprocalReranker",
     "MutualProximity",
     "NearestNeighborNormalization",
     "PointwiseReranker",
     "PreferenceStrengthReranker",
     "QueryBankGate",
     "QueryBankZNorm",
+    "QueryExpansionReranker",
     "RandomWalkReranker",
     "SinkhornNormalisation",
     "__version__",

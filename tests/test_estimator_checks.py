@@ -5,6 +5,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from skqbnorm import (
     CSLS,
     Centering,
+    DiffusionReranker,
     DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
@@ -13,11 +14,13 @@ from skqbnorm import (
     GloballyCorrected,
     HingeReranker,
     InvertedSoftmax,
+    KReciprocalReranker,
     MutualProximity,
     NearestNeighborNormalization,
     PointwiseReranker,
     PreferenceStrengthReranker,
     QueryBankZNorm,
+    QueryExpansionReranker,
     RandomWalkReranker,
     SinkhornNormalisation,
 )
@@ -25,8 +28,9 @@ from skqbnorm import (
 # check_estimator feeds small random matrices (down to 1 column, 1 row), so CSLS and
 # NNN run with k=1: with their default k they rightly refuse galleries or banks that
 # small. The dual-bank normalisers are checked without a gallery bank (the checks
-# pass none), where they equal IS and DIS. Every other estimator runs with its
-# defaults. No check is skipped (scikit-learn's check_array_api_input skips itself
+# pass none), where they equal IS and DIS. The k-reciprocal and query-expansion
+# rerankers run with initial="minmax": the checks' targets are not cosines. Every other
+# estimator runs with its defaults. No check is skipped (scikit-learn's check_array_api_input skips itself
 # unless SCIPY_ARRAY_API=1).
 ESTIMATORS = [
     InvertedSoftmax(),
@@ -55,6 +59,9 @@ ESTIMATORS = [
     PreferenceStrengthReranker(),
     PointwiseReranker(),
     RandomWalkReranker(),
+    KReciprocalReranker(initial="minmax"),
+    DiffusionReranker(),
+    QueryExpansionReranker(initial="minmax"),
 ]
 
 

@@ -20,9 +20,10 @@ import warnings
 import numpy as np
 import pytest
 from sweep_cases import SHAPE_PATTERN, Ctx, all_cases
+from sweep_cases_rerankers import neighbourhood_reranker_cases
 from threadpoolctl import threadpool_limits
 
-CASES = all_cases()
+CASES = all_cases() + neighbourhood_reranker_cases()
 
 
 def is_numpy_floating_point_warning(record):

@@ -188,3 +188,106 @@ def pair_laplacian(pairs, weights, n_items):
 
 def quadratic_form(matrix, vector):
     return float(vector @ (matrix @ vector))
+
+
+# The neighbourhood rerankers (k-reciprocal, diffusion, query expansion) compare the
+# samples by the cosine of their features, and the query to the samples by the initial
+# scores, its similarities to them. What they need of the similarity matrix is each row's
+# nearest rows: found block by block, the matrix is never held whole.
+
+
+def unit_rows(features):
+    """Each row divided by its norm (zero rows stay zero), in float64.
+
+    The rows are first scaled by a power of two (exactly), so that no square over- or
+    underflows whatever the features' magnitude.
+    """
+    scaled = np.ldexp(np.asarray(features, dtype=np.float64), -magnitude_exponent(features))
+    norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    return np.divide(scaled, norms[:, None], out=np.zeros_like(scaled), where=norms[:, None] > 0)
+
+
+def cosine_blocks(unit, query=None):
+    """Rows of the similarity matrix, ``(start, block)`` a few at a time.
+
+    Without ``query``: the cosine similarities of the rows of ``unit`` (unit or zero rows),
+    with exactly 1 on the diagonal. With ``query`` (the query's similarities to the
+    items, shape (n_items,)): the matrix of the ``n_items + 1`` nodes, the query first,
+    ``[[1, query], [query^T, cosines]]``.
+    """
+    n_items = len(unit)
+    offset = 0 if query is None else 1
+    n_nodes = n_items + offset
+    step = max(1, BLOCK_VALUES // max(n_nodes, 1))
+    if query is not None:
+        yield 0, np.concatenate([[1.0], query])[None, :]
+    for start in range(0, n_items, step):
+        stop = min(start + step, n_items)
+        block = np.empty((stop - start, n_nodes))
+        np.matmul(unit[start:stop], unit.T, out=block[:, offset:])
+        block[np.arange(stop - start), np.arange(start, stop) + offset] = 1.0
+        if query is not None:
+            block[:, 0] = query[start:stop]
+        yield start + offset, block
+
+
+def most_similar(unit, n_neighbors, query=None):
+    """Each node's ``n_neighbors`` most similar nodes (itself included), and each row's least
+    similarity, from the blocks of ``cosine_blocks``.
+
+    Returns ``(neighbours, similarities, least)``: arrays of shape (n_nodes, n_neighbors)
+    sorted by decreasing similarity, ties by increasing index (so a node comes first in its
+    own row unless an earlier node is its duplicate), and of shape (n_nodes,). Memory:
+    O(n_nodes n_neighbors) besides one block.
+    """
+    n_nodes = len(unit) + (query is not None)
+    n_neighbors = min(n_neighbors, n_nodes)
+    neighbours = np.empty((n_nodes, n_neighbors), dtype=np.intp)
+    similarities = np.empty((n_nodes, n_neighbors))
+    least = np.empty(n_nodes)
+    for start, block in cosine_blocks(unit, query):
+        rows = slice(start, start + len(block))
+        neighbours[rows], similarities[rows] = top_of_rows(block, n_neighbors)
+        least[rows] = block.min(axis=1)
+    return neighbours, similarities, least
+
+
+def top_of_rows(block, n_top):
+    """The ``n_top`` largest entries of each row: their columns and values, by decreasing
+    value and, among equal values, increasing column."""
+    n_rows, n_cols = block.shape
+    if n_top < n_cols:
+        threshold = np.partition(block, n_cols - n_top, axis=1)[:, n_cols - n_top]
+        rows, cols = np.nonzero(block >= threshold[:, None])  # n_top or more per row (ties)
+    else:
+        rows, cols = np.divmod(np.arange(n_rows * n_cols), n_cols)
+    values = block[rows, cols]
+    order = np.lexsort((cols, -values, rows))
+    rows, cols, values = rows[order], cols[order], values[order]
+    first = np.searchsorted(rows, np.arange(n_rows))
+    keep = (np.arange(len(rows)) - first[rows]) < n_top
+    return cols[keep].reshape(n_rows, n_top), values[keep].reshape(n_rows, n_top)
+
+
+def neighbour_matrix(neighbours, n_nodes, values=None):
+    """Sparse ``(n_nodes, n_nodes)`` matrix with ``values`` (default 1) at ``(i, neighbours[i])``."""
+    rows = np.repeat(np.arange(len(neighbours)), neighbours.shape[1])
+    data = np.ones(rows.shape) if values is None else np.ravel(values)
+    return sparse.csr_matrix((data, (rows, neighbours.ravel())), shape=(n_nodes, n_nodes))
+
+
+def node_similarities(unit, rows, cols, query=None):
+    """Entries ``(rows, cols)`` of the similarity matrix of ``cosine_blocks``, computed
+    pair by pair (O(n_pairs) memory)."""
+    similarities = np.empty(len(rows))
+    offset = 0 if query is None else 1
+    step = BLOCK_VALUES // max(unit.shape[1], 1) + 1
+    for start in range(0, len(rows), step):
+        i, j = rows[start:start + step] - offset, cols[start:start + step] - offset
+        values = np.einsum("ij,ij->i", unit[np.maximum(i, 0)], unit[np.maximum(j, 0)])
+        if query is not None:
+            values = np.where(i < 0, query[np.maximum(j, 0)], values)
+            values = np.where(j < 0, query[np.maximum(i, 0)], values)
+        values[i == j] = 1.0
+        similarities[start:start + step] = values
+    return similarities

@@ -1,0 +1,132 @@
+"""The shared machinery of the neighbourhood rerankers (k-reciprocal, diffusion, query
+expansion): unlike the Bayesian rerankers, which smooth the initial scores over a
+Gaussian graph, these compare the samples by the cosine of their features and take the
+initial scores as the query's similarities to them."""
+
+from numbers import Integral
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import StrOptions
+
+from .._validation import naming
+from ._base import BayesianReranker, checked_inputs
+
+#: Initial scores this far beyond [-1, 1] are rounding (e.g. float32 cosines of 1 + 1e-7),
+#: clipped; further, ``initial="cosine"`` refuses them.
+COSINE_SLACK = 1e-6
+
+
+class NeighbourhoodReranker(BaseEstimator):
+    """Base class of the neighbourhood rerankers; not for direct use.
+
+    ``fit(X, y, groups=None)`` reranks every list (the rows of one value of
+    ``groups``) independently, in parallel over ``n_jobs``; subclasses implement
+    ``_rerank_list(features, initial)``, returning the list's new scores (float64,
+    higher is better) and a dict of diagnostics, which ``_report(infos)`` receives in
+    the caller's thread (a worker process's warnings would not reach the caller).
+    """
+
+    _parameter_constraints: dict = {"n_jobs": [Integral, None]}
+
+    # GridSearchCV and cross_validate route ``groups`` to fit when metadata routing
+    # is enabled: a fold's lists must stay separate lists.
+    __metadata_request__fit = {"groups": True}
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, groups=None):
+        """Rerank every list and keep the scores.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples, compared by their cosine similarity.
+        y : array-like of shape (n_samples,)
+            Initial scores: the query's similarities to the samples, higher is better.
+        groups : array-like of shape (n_samples,), default=None
+            The list each sample belongs to; None means one list.
+
+        Returns
+        -------
+        self : object
+            Fitted reranker, with ``scores_``.
+        """
+        X, y, groups = checked_inputs(X, y, groups)
+        with naming("groups", groups):
+            self.group_labels_, members = np.unique(groups, return_inverse=True)
+        lists = [np.flatnonzero(members == g) for g in range(len(self.group_labels_))]
+        for label, index in zip(self.group_labels_, lists):
+            BayesianReranker._check_list(self, label, y[index])  # the same refusals
+        y = self._query_similarities(y, lists)
+        results = Parallel(n_jobs=self.n_jobs)(
+            delayed(self._rerank_list)(X[index], y[index]) for index in lists
+        )
+        self.scores_ = np.empty(len(y))
+        for index, (scores, _) in zip(lists, results):
+            self.scores_[index] = scores
+        self.n_features_in_ = X.shape[1]
+        self._report([info for _, info in results])
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_predict(self, X, y, groups=None):
+        """Rerank and return the new scores.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples, compared by their cosine similarity.
+        y : array-like of shape (n_samples,)
+            Initial scores: the query's similarities to the samples, higher is better.
+        groups : array-like of shape (n_samples,), default=None
+            The list each sample belongs to; None means one list.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,)
+            Reranked scores, higher is better, comparable within a list.
+        """
+        return self.fit(X, y, groups=groups).scores_
+
+    def _report(self, infos):
+        """Keep or report the lists' diagnostics (here: none)."""
+
+    def _query_similarities(self, y, lists):
+        """The initial scores as the subclass takes them (here: unchanged); ``lists``:
+        the rows of each list."""
+        return y
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        tags.non_deterministic = False
+        return tags
+
+
+class CosineQueryReranker(NeighbourhoodReranker):
+    """Base of the neighbourhood rerankers that set the initial scores beside the
+    features' cosines, so need them on the cosine scale (``initial``)."""
+
+    _parameter_constraints: dict = {
+        **NeighbourhoodReranker._parameter_constraints,
+        "initial": [StrOptions({"cosine", "minmax"})],
+    }
+
+    def _query_similarities(self, y, lists):
+        """``y`` itself (``"cosine"``: in [-1, 1] to rounding), or each list's ``y``
+        mapped linearly onto [0, 1] (``"minmax"``)."""
+        if self.initial == "minmax":
+            out = np.empty_like(y)
+            for index in lists:
+                scaled = y[index] / np.abs(y[index]).max()  # max - min may exceed float64
+                out[index] = (scaled - scaled.min()) / np.ptp(scaled)
+            return out
+        low, high = y.min(), y.max()
+        if low < -1 - COSINE_SLACK or high > 1 + COSINE_SLACK:
+            raise ValueError(
+                f"With initial='cosine', the initial scores y are the query's cosine "
+                f"similarities to the samples, in [-1, 1]; got y of shape {y.shape} in "
+                f"[{low}, {high}]. Pass initial='minmax' for scores on another scale."
+            )
+        return np.clip(y, -1.0, 1.0)
