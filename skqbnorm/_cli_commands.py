@@ -135,11 +135,23 @@ def run_evaluate(args):
 
 
 def blame_settings(message, settings):
-    """``message`` led by the options it names (a setting's overflow is its option's)."""
-    named = [f"--{name.replace('_', '-')} {value:g}" for name, value in settings._asdict().items()
-             if value is not None and re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])",
-                                                message)]
-    return f"{', '.join(named)}: {message}" if named else message
+    """``message`` led by the options it names; an overflow with settings given, by those.
+
+    A hyperparameter (``--alpha 1e308``, ``--temperature 1e-300``) can overflow the
+    scores of finite similarities: the error then names the option, not only the data.
+    """
+    given = {name: f"--{name.replace('_', '-')} {value:g}"
+             for name, value in settings._asdict().items() if value is not None}
+    named = [option for name, option in given.items()
+             if re.search(rf"(?<![A-Za-z0-9_]){name}(?![A-Za-z0-9_])", message)]
+    if named:
+        return f"{', '.join(named)}: {message}"
+    if given and "overflow" in message:
+        options = ", ".join(given.values())
+        return (f"{options}: {message} The option{'s' if len(given) > 1 else ''} given ("
+                f"{options}) can cause this: try "
+                f"{'their defaults' if len(given) > 1 else 'its default'}.")
+    return message
 
 
 def used_gallery_bank_inputs(requested):
