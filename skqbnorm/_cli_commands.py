@@ -235,13 +235,26 @@ def load_embedding_inputs(args):
         shapes = ", ".join(f"{option} {array.shape}" for option, array in embeddings.items())
         raise CommandError(f"the embeddings differ in dimension ({shapes}): every row needs "
                            "the same number of columns.")
-    gallery_t = embeddings["--gallery"].T
-    gallery_bank = dict.fromkeys(GALLERY_BANK_OPTIONS)
-    if "--gallery-bank" in embeddings:
-        gallery_bank = {"gallery_bank": embeddings["--gallery-bank"] @ gallery_t,
-                        "querybank_to_gallery_bank": embeddings["--bank"]
-                        @ embeddings["--gallery-bank"].T}
-    return embeddings["--queries"] @ gallery_t, embeddings["--bank"] @ gallery_t, gallery_bank
+    products = {"gallery_bank": ("--gallery-bank", "--gallery"),
+                "querybank_to_gallery_bank": ("--bank", "--gallery-bank"),
+                "query_sims": ("--queries", "--gallery"), "bank_sims": ("--bank", "--gallery")}
+    sims = {key: similarities(embeddings, rows, columns, args.metric)
+            for key, (rows, columns) in products.items()
+            if rows in embeddings and columns in embeddings}
+    gallery_bank = {key: sims.get(key) for key in GALLERY_BANK_OPTIONS}
+    return sims["query_sims"], sims["bank_sims"], gallery_bank
+
+
+def similarities(embeddings, rows, columns, metric):
+    """``rows @ columns.T``, refused when finite embeddings overflow (--metric dot)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = embeddings[rows] @ embeddings[columns].T
+    if not np.isfinite(product).all():
+        raise CommandError(
+            f"{rows} x {columns}: the similarities of these embeddings overflow "
+            f"{product.dtype} under --metric {metric or 'cosine'}; scale the embeddings "
+            "down (or use --metric cosine).")
+    return product
 
 
 def load_embeddings(path, option, metric):
@@ -260,12 +273,13 @@ def load_embeddings(path, option, metric):
                            "embedding value must be finite.")
     if (metric or "cosine") == "dot":
         return array
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    if not (np.isfinite(norms).all() and norms.all()):
-        row = int(np.flatnonzero(~(np.isfinite(norms[:, 0]) & (norms[:, 0] > 0)))[0])
-        raise CommandError(f"{where}: row {row} has norm {norms[row, 0]}: --metric cosine "
-                           "needs rows of finite, non-zero length (or give --metric dot).")
-    return array / norms
+    largest = np.abs(array).max(axis=1, keepdims=True)
+    if not largest.all():
+        row = int(np.flatnonzero(largest[:, 0] == 0)[0])
+        raise CommandError(f"{where}: row {row} has norm 0: --metric cosine needs rows of "
+                           "non-zero length (or give --metric dot).")
+    scaled = array / largest  # entries in [-1, 1]: the norm cannot overflow nor underflow
+    return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
 
 
 def check_columns(query_sims, bank_sims, option):
