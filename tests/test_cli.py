@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from cli_labels import without_settings
+from cli_helpers import without_settings
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (

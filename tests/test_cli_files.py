@@ -8,7 +8,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from cli_labels import without_settings
+from cli_helpers import run, without_settings
 
 from skqbnorm import _cli_commands, _files
 from skqbnorm.cli import main
@@ -32,15 +32,6 @@ def argv(paths, *extra, **replaced):
     options = {**paths, **{"--" + k.replace("_", "-"): v for k, v in replaced.items()}}
     pairs = [[option, str(path)] for option, path in options.items() if path is not None]
     return ["evaluate", *[item for pair in pairs for item in pair], *extra]
-
-
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def refused(args, capsys):

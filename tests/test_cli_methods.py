@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from cli_labels import without_settings
+from cli_helpers import run, without_settings
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
@@ -66,15 +66,6 @@ def argv(paths, *extra, **replaced):
     options = {**paths, **{"--" + k.replace("_", "-"): v for k, v in replaced.items()}}
     pairs = [[option, str(path)] for option, path in options.items() if path is not None]
     return ["evaluate", *[item for pair in pairs for item in pair], *extra]
-
-
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def refused(args, capsys):

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+from cli_helpers import run
 
 from skqbnorm import (
     CSLS,
@@ -17,18 +18,8 @@ from skqbnorm import (
     __version__,
 )
 from skqbnorm.catalogue import METHODS
-from skqbnorm.cli import main
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import retrieval_metrics
-
-
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
