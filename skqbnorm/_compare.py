@@ -161,7 +161,8 @@ def compare(query_sims, gt=None, *, bank_sims=None, methods="all", gallery_bank=
     skipped = {}
     tell = _Teller(skipped)
     methods_run = plan_methods(requested, settings, None if bank is None else len(bank),
-                               query_sims.shape[1], inputs, everything=methods == "all",
+                               query_sims.shape[1], inputs,
+                               everything=isinstance(methods, str) and methods.strip().lower() == "all",
                                words=PYTHON_WORDS, tell=tell)
     report = None if bank is None else querybank_report(query_sims, bank, settings, warn=True)
     rows, _ = method_rows(query_sims, gt, bank, methods_run, settings,

@@ -70,8 +70,8 @@ METHODS = {
                   ("beta", "k")),
     "csls": Method("CSLS", "cross-domain similarity local scaling", CSLS, ("k",)),
     "gc": Method("GC", "globally corrected ranks", GloballyCorrected),
-    "cent": Method("CENT", "centering: less the querybank's mean similarity", Centering),
-    "dn": Method("DN", "distribution normalisation: less half that mean", Centering,
+    "cent": Method("CENT", "centering, less the querybank's mean similarity", Centering),
+    "dn": Method("DN", "distribution normalisation, less half that mean", Centering,
                  fixed=(("weight", 0.5),)),
     "nnn": Method("NNN", "nearest neighbor normalization", NearestNeighborNormalization,
                   ("k", "alpha")),
@@ -86,11 +86,11 @@ METHODS = {
                  fixed=(("method", "gaussian"),)),
     "mp-empiric": Method("MP (empiric)", "mutual proximity, empiric", MutualProximity,
                          fixed=(("method", "empiric"),)),
-    "dbnorm": Method("DBNorm", "DBNorm: IS over the querybank and the gallery bank, needs "
-                     "--gallery-bank-sims", DualInvertedSoftmax, ("beta1", "beta2"),
-                     data="both banks", single_bank="is"),
-    "dbnorm-dynamic": Method("DBNorm (dynamic)", "DBNorm's dynamic form (DIS over both "
-                             "banks), needs --gallery-bank-sims", DualDynamicInvertedSoftmax,
+    "dbnorm": Method("DBNorm", "dual-bank normalisation, IS over the querybank and the "
+                     "gallery bank, needs --gallery-bank-sims", DualInvertedSoftmax,
+                     ("beta1", "beta2"), data="both banks", single_bank="is"),
+    "dbnorm-dynamic": Method("DBNorm (dynamic)", "DBNorm with DIS's gate, needs "
+                             "--gallery-bank-sims", DualDynamicInvertedSoftmax,
                              ("beta1", "beta2", "k"), data="both banks", single_bank="dis"),
     "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalisation, ("tau", "n_iter")),
     "dbsn": Method("DBSN", "dual-bank Sinkhorn normalisation, needs --bank-gallery-bank-sims",

@@ -77,11 +77,12 @@ def option_help(name, what, rule=""):
 
 
 def methods_text():
-    """One line per method: its name, summary and settings."""
+    """One line per method: its name, its label (the table's), summary and settings."""
     rows = [("all", "every method below that can run (the default)")]
     for method, spec in METHODS.items():
         options = ", ".join("--" + name.replace("_", "-") for name in spec.options)
-        rows.append((method, spec.summary + (f" [{options}]" if options else "")))
+        rows.append((method, f"{spec.label}: {spec.summary}"
+                             + (f" [{options}]" if options else "")))
     width = max(len(method) for method, _ in rows) + 2
     return "\n".join(f"  {method:<{width}}" + summary for method, summary in rows)
 
@@ -210,8 +211,9 @@ def build_parser():
             "--seed", type=non_negative_int, default=0,
             help="seed of the resamples, the same for every method (default 0)")
         command.add_argument("--quiet", action="store_true",
-                             help="no progress output on stderr (notes on skipped or "
-                                  "unconverged methods stay)")
+                             help="no progress output on stderr, nor the note on an assumed "
+                                  "--gt (notes on skipped or unconverged methods, and "
+                                  "warnings, stay)")
     demo.set_defaults(run=run_demo)
     evaluate_.set_defaults(run=run_evaluate)
     return parser
