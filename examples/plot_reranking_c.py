@@ -45,7 +45,9 @@ for name, reranker in rerankers.items():
     for c in cs:
         scores = reranker(c=c).fit_predict(data.features, data.initial_scores,
                                            groups=data.groups)
-        rows.append(paired_mean_change(initial_ap, per_query_ap(scores), n_resamples=5000, random_state=0))
+        result = paired_mean_change(initial_ap, per_query_ap(scores), n_resamples=5000,
+                                    random_state=0)
+        rows.append((result.change, result.low, result.high))
     results[name] = np.array(rows)
     print(f"{name:20s}", " ".join(f"{change:+.3f}" for change in results[name][:, 0]))
 

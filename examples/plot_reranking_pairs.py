@@ -49,9 +49,9 @@ changes = {}
 for name, reranker in rerankers.items():
     scores = reranker.fit_predict(data.features, data.initial_scores, groups=data.groups)
     changes[name] = paired_mean_change(initial_ap, per_query_ap(scores), n_resamples=5000, random_state=0)
-    change, low, high = changes[name]
-    print(f"{name:34s} MAP {initial_ap.mean() + change:.3f}  change {change:+.3f} "
-          f"[{low:+.3f}, {high:+.3f}]")
+    result = changes[name]
+    print(f"{name:34s} MAP {initial_ap.mean() + result.change:.3f}  change {result.change:+.3f} "
+          f"[{result.low:+.3f}, {result.high:+.3f}]")
 
 # %%
 # Every reranker improves on the initial list here, most with intervals clear of zero.
@@ -61,7 +61,8 @@ for name, reranker in rerankers.items():
 # not settled by this data.
 fig, ax = plt.subplots(figsize=(7, 4))
 names = list(changes)
-values = np.array([changes[name] for name in names])
+values = np.array([(changes[name].change, changes[name].low, changes[name].high)
+                   for name in names])
 ax.errorbar(values[:, 0], np.arange(len(names)),
             xerr=[values[:, 0] - values[:, 1], values[:, 2] - values[:, 0]], fmt="o",
             capsize=3)

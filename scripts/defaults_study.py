@@ -120,7 +120,7 @@ STUDIES = {
         [PUBLISHED_DBNORM],
         True,
     ),
-    "DBNorm dynamic": (
+    "DBNorm (dynamic)": (
         DualDynamicInvertedSoftmax,
         grid(beta1=DBNORM_BETAS, beta2=DBNORM_BETAS),
         [PUBLISHED_DBNORM],

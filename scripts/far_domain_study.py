@@ -71,7 +71,7 @@ NORMALISERS = {
     "DN": Centering(weight=0.5),
     "NNN": NearestNeighborNormalization(),
     "z-norm": QueryBankZNorm(),
-    "MP (gaussian)": MutualProximity(method="gaussian"),
+    "MP (Gaussian)": MutualProximity(method="gaussian"),
     "MP (empiric)": MutualProximity(method="empiric"),
     "DBNorm": DualInvertedSoftmax(),
     "DBNorm (dynamic)": DualDynamicInvertedSoftmax(),

@@ -32,6 +32,8 @@ from .rerankers import (
 
 __version__ = "0.1.0"
 
+from ._compare import compare  # after the estimators: it reads the catalogue of them
+
 __all__ = [
     "CSLS",
     "Centering",
@@ -55,4 +57,5 @@ __all__ = [
     "RandomWalkReranker",
     "SinkhornNormalisation",
     "__version__",
+    "compare",
 ]

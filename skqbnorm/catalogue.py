@@ -72,8 +72,8 @@ METHODS = {
                   ("beta", "k")),
     "csls": Method("CSLS", "cross-domain similarity local scaling", CSLS, ("k",)),
     "gc": Method("GC", "globally corrected ranks", GloballyCorrected),
-    "cent": Method("CENT", "centering: less the querybank's mean similarity", Centering),
-    "dn": Method("DN", "distribution normalisation: less half that mean", Centering,
+    "cent": Method("CENT", "centering, less the querybank's mean similarity", Centering),
+    "dn": Method("DN", "distribution normalisation, less half that mean", Centering,
                  fixed=(("weight", 0.5),)),
     "nnn": Method("NNN", "nearest neighbor normalization", NearestNeighborNormalization,
                   ("k", "alpha")),
@@ -88,19 +88,19 @@ METHODS = {
                  fixed=(("method", "gaussian"),)),
     "mp-empiric": Method("MP (empiric)", "mutual proximity, empiric", MutualProximity,
                          fixed=(("method", "empiric"),)),
-    "dual-is": Method("DualIS", "DBNorm's dual IS, needs --gallery-bank-sims",
-                      DualInvertedSoftmax, ("beta1", "beta2"), data="both banks",
-                      single_bank="is"),
-    "dual-dis": Method("DualDIS", "DBNorm's dual DIS, needs --gallery-bank-sims",
-                       DualDynamicInvertedSoftmax, ("beta1", "beta2", "k"), data="both banks",
-                       single_bank="dis"),
+    "dbnorm": Method("DBNorm", "dual-bank normalisation, IS over the querybank and the "
+                     "gallery bank, needs --gallery-bank-sims", DualInvertedSoftmax,
+                     ("beta1", "beta2"), data="both banks", single_bank="is"),
+    "dbnorm-dynamic": Method("DBNorm (dynamic)", "DBNorm with DIS's gate, needs "
+                             "--gallery-bank-sims", DualDynamicInvertedSoftmax,
+                             ("beta1", "beta2", "k"), data="both banks", single_bank="dis"),
     "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalisation, ("tau", "n_iter")),
     "dbsn": Method("DBSN", "dual-bank Sinkhorn normalisation, needs --bank-gallery-bank-sims",
                    DualBankSinkhornNormalisation, ("tau", "n_iter"), data="both banks",
                    single_bank="sn", gallery_bank_input="querybank_to_gallery_bank"),
     "dsl": Method("DSL", "dual softmax over the querybank", DualSoftmax, ("temperature",)),
     "dsl-transductive": Method(
-        "DSL transductive", "dual softmax over the test queries themselves (see below)",
+        "DSL (transductive)", "dual softmax over the test queries themselves (see below)",
         DualSoftmax, ("temperature",), data="test queries"),
 }
 #: The bank column of a method that uses no querybank, in the demo's table.
@@ -132,7 +132,10 @@ def describe(method, normaliser):
     if normaliser is None or not spec.options:
         return spec.label
     params = gated(normaliser).get_params()
-    return spec.label + " (" + ", ".join(f"{n}={params[n]:g}" for n in spec.options) + ")"
+    values = ", ".join(f"{n}={params[n]:g}" for n in spec.options)
+    if spec.label.endswith(")"):  # "DBNorm (dynamic)" -> "DBNorm (dynamic; beta1=...)"
+        return f"{spec.label[:-1]}; {values})"
+    return f"{spec.label} ({values})"
 
 
 def class_default(method, name):

@@ -120,7 +120,8 @@ def plot_changes(changes, metric="R@1", *, ax=None):
     ----------
     changes : dict
         Per method label, a :class:`~skqbnorm.metrics.PairedComparison` (its
-        ``metric``) or a tuple ``(change, low, high)`` (``low`` and ``high`` None
+        ``metric``), a :class:`~skqbnorm.metrics.PairedMeanChange` or a tuple
+        ``(change, low, high)`` (``low`` and ``high`` None
         without an interval: a hollow dot); or, per bank, such a dict of methods:
         each bank is a series of its own colour, offset a little within each
         method's row.
@@ -164,8 +165,11 @@ def plot_changes(changes, metric="R@1", *, ax=None):
 
 
 def _change(value, metric):
-    """``(change, low, high)`` of a comparison or a tuple; NaN bounds without an interval."""
-    if hasattr(value, "change"):
+    """``(change, low, high)`` of a comparison (a PairedComparison's ``metric``, or a
+    PairedMeanChange) or a tuple; NaN bounds without an interval."""
+    if hasattr(value, "change") and not isinstance(value.change, dict):  # PairedMeanChange
+        value = value.change, value.low, value.high
+    elif hasattr(value, "change"):
         low, high = value.interval[metric] if value.interval else (None, None)
         value = value.change[metric], low, high
     change, low, high = value

@@ -1617,8 +1617,10 @@ def _cli_save_cases():
 
 
 def all_cases():
+    from sweep_cases_cli import cli_and_paired_cases  # it builds on this module's helpers
+
     cases = (_normaliser_cases() + _reranker_cases() + _metrics_matrix_cases()
-             + _metrics_param_cases() + _cli_cases())
+             + _metrics_param_cases() + _cli_cases() + cli_and_paired_cases())
     ids = [case.id for case in cases]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"duplicate case ids: {sorted(duplicates)[:5]}"

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from cli_helpers import without_settings
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
@@ -15,7 +16,8 @@ from skqbnorm import (
     DualSoftmax,
     DynamicInvertedSoftmax,
 )
-from skqbnorm.cli import CHANGE_FIELDS, main
+from skqbnorm._evaluation import CHANGE_FIELDS
+from skqbnorm.cli import main
 from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
 from skqbnorm.metrics import paired_comparison, retrieval_metrics
 
@@ -51,12 +53,12 @@ def test_evaluate_all_methods_as_csv_and_table(files, capsys):
             "--gt", str(paths["gt"]), "--quiet"]
     assert main(args + ["--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    # every method but DualIS, DualDIS and DBSN, which need a gallery bank
+    # every method but DBNorm, DBNorm (dynamic) and DBSN, which need a gallery bank
     assert lines[0].startswith("method,R@1,R@5,R@10,MdR,MnR,skewness,seconds,") and len(lines) == 17
     assert lines[0].split(",")[8:] == list(CHANGE_FIELDS)
     assert main(args) == 0
     table = capsys.readouterr().out
-    assert "CSLS (k=10)" in table and "DSL transductive" in table
+    assert "CSLS (k=10)" in table and "DSL (transductive; temperature=" in table
 
 
 def test_evaluate_takes_the_diagonal_when_square_and_reads_npz(tmp_path, capsys):
@@ -96,19 +98,15 @@ def test_evaluate_errors_exit_non_zero(files, capsys, change, message):
 #: The labels of the demo's rows without their parameters, per bank: every normaliser
 #: with both querybanks, and the two rows that use no querybank once.
 BANKED = ["IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "gated DIS", "gated NNN", "z-norm", "MP (Gaussian)",
-          "MP (empiric)", "DualIS", "DualDIS", "SN", "DBSN", "DSL"]
-DEMO_ROWS = ([("(none)", "raw similarities"), ("(test queries)", "DSL transductive")]
+          "MP (empiric)", "DBNorm", "DBNorm (dynamic)", "SN", "DBSN", "DSL"]
+DEMO_ROWS = ([("(none)", "raw similarities"), ("(test queries)", "DSL (transductive)")]
              + [(bank, name) for bank in ("in-domain", "far-domain") for name in BANKED])
-
-
-def without_parameters(label):
-    return label if label.startswith("MP") else label.split(" (")[0]
 
 
 def test_demo_on_the_bundled_dataset(capsys):
     assert main(["demo", "--format", "json"]) == 0
     captured = capsys.readouterr()
-    listed = [(row["bank"], without_parameters(row["method"]))
+    listed = [(row["bank"], without_settings(row["method"]))
               for row in json.loads(captured.out)]
     assert listed == DEMO_ROWS
     rows = dict(zip(listed, json.loads(captured.out)))
@@ -125,7 +123,7 @@ def test_demo_on_the_bundled_dataset(capsys):
     query_sims, bank, gallery_bank = (x @ data.gallery_embeddings.T for x in (
         data.query_embeddings, data.bank_embeddings, data.gallery_bank_embeddings))
     scores = DualInvertedSoftmax().fit(bank, gallery_bank=gallery_bank).transform(query_sims)
-    assert rows[("in-domain", "DualIS")]["MnR"] == pytest.approx(
+    assert rows[("in-domain", "DBNorm")]["MnR"] == pytest.approx(
         retrieval_metrics(scores, data.query_gt)["MnR"])
     # DBSN's s(b, h) is the querybank's embeddings against the gallery bank's
     cross = data.bank_embeddings @ data.gallery_bank_embeddings.T
@@ -135,7 +133,7 @@ def test_demo_on_the_bundled_dataset(capsys):
             bank, querybank_to_gallery_bank=cross).transform(query_sims)
     assert rows[("in-domain", "DBSN")]["MnR"] == pytest.approx(
         retrieval_metrics(scores, data.query_gt)["MnR"])
-    assert rows[("(test queries)", "DSL transductive")]["MnR"] == pytest.approx(
+    assert rows[("(test queries)", "DSL (transductive)")]["MnR"] == pytest.approx(
         retrieval_metrics(DualSoftmax().fit_transform(query_sims), data.query_gt)["MnR"])
 
 

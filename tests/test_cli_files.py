@@ -8,8 +8,9 @@ import zipfile
 
 import numpy as np
 import pytest
+from cli_helpers import run, without_settings
 
-from skqbnorm import _files, cli
+from skqbnorm import _cli_commands, _files
 from skqbnorm.cli import main
 from skqbnorm.datasets import make_hubness_sims
 
@@ -33,15 +34,6 @@ def argv(paths, *extra, **replaced):
     return ["evaluate", *[item for pair in pairs for item in pair], *extra]
 
 
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def refused(args, capsys):
     """The one-line error of a refused command (exit status 2, nothing on stdout)."""
     code, out, err = run([*args, "--quiet"], capsys)
@@ -59,7 +51,7 @@ def no_evaluation(monkeypatch):
     """Make any evaluation fail the test: the refusal must come first."""
     def fail(*args, **kwargs):
         raise AssertionError("the evaluation ran")
-    monkeypatch.setattr(cli, "evaluate", fail)
+    monkeypatch.setattr(_cli_commands, "method_rows", fail)
 
 
 # -- data loss ---------------------------------------------------------------------------
@@ -161,7 +153,7 @@ def test_a_failed_run_leaves_the_target_and_no_temporary_file(files, capsys, tmp
                                                               monkeypatch, failure):
     def fail(*args, **kwargs):
         raise ValueError("the normaliser failed")
-    monkeypatch.setattr(cli, "evaluate", fail)
+    monkeypatch.setattr(_cli_commands, "method_rows", fail)
     target = tmp_path / "out.npy"
     target.write_bytes(b"old")
     extra = {"sims": tmp_path / "missing.npy"} if failure == "input" else {}
@@ -441,14 +433,14 @@ def test_all_methods_on_a_small_gallery_run_what_can_run(small_gallery, capsys, 
     args = argv(small_gallery, "--format", "json", *(["--quiet"] if quiet else []))
     code, out, err = run(args, capsys)
     assert code == 0
-    assert [row["method"].split(" (")[0] for row in json.loads(out)] == [
-        "raw similarities", "IS", "DIS", "GC", "CENT", "DN", "gated DIS", "z-norm", "MP", "MP", "SN",
+    assert [without_settings(row["method"]) for row in json.loads(out)] == [
+        "raw similarities", "IS", "DIS", "GC", "CENT", "DN", "gated DIS", "z-norm", "MP (Gaussian)", "MP (empiric)", "SN",
         "DSL",
-        "DSL transductive"]
+        "DSL (transductive)"]
     skipped = [line for line in err.splitlines() if "skipped" in line]
     assert [line.split(" (")[0] for line in skipped] == [
         f"skqbnorm evaluate: skipped {name}"
-        for name in ("CSLS", "NNN", "gated NNN", "DualIS", "DualDIS", "DBSN")]
+        for name in ("CSLS", "NNN", "gated NNN", "DBNorm", "DBNorm", "DBSN")]
     assert skipped[0].startswith("skqbnorm evaluate: skipped CSLS (k=10)")
     assert "k=10 is larger than the gallery" in skipped[0] and "--k" in skipped[0]
     assert "is larger than the querybank" in skipped[1] and "--k" in skipped[1]
@@ -460,7 +452,7 @@ def test_all_methods_with_a_small_querybank_skip_csls(files, capsys, tmp_path):
     np.save(tmp_path / "small_bank.npy", np.load(files["--bank-sims"])[:3])
     code, out, err = run(argv(files, "--format", "csv", "--quiet",
                               bank_sims=tmp_path / "small_bank.npy"), capsys)
-    assert code == 0 and len(out.splitlines()) == 1 + 19 - 6  # no CSLS, NNN, gated NNN, DualIS, DualDIS, DBSN
+    assert code == 0 and len(out.splitlines()) == 1 + 19 - 6  # no CSLS, NNN, gated NNN, DBNorm, DBNorm (dynamic), DBSN
     assert "skipped CSLS (k=10): k=10 is larger than the querybank" in err
 
 
@@ -473,10 +465,10 @@ def test_an_explicit_k_that_fits_runs_every_method(small_gallery, capsys, tmp_pa
                               bank_gallery_bank_sims=tmp_path / "bank_to_gallery_bank.npy"),
                          capsys)
     assert code == 0 and err == ""
-    methods = {row["method"].split(" (")[0]: row["method"] for row in json.loads(out)}
-    assert len(methods) == 18  # the two MPs share a name
+    methods = {without_settings(row["method"]): row["method"] for row in json.loads(out)}
+    assert len(methods) == 19
     assert (methods["CSLS"], methods["DIS"]) == ("CSLS (k=3)", "DIS (beta=20, k=3)")
-    assert methods["NNN"].startswith("NNN (k=3, alpha=") and methods["DualDIS"].endswith(", k=3)")
+    assert methods["NNN"].startswith("NNN (k=3, alpha=") and methods["DBNorm (dynamic)"].endswith(", k=3)")
 
 
 @pytest.mark.parametrize("extra, message", [

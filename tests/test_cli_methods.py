@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from cli_helpers import run, without_settings
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
@@ -22,8 +23,10 @@ from skqbnorm import (
     NearestNeighborNormalization,
     QueryBankZNorm,
     SinkhornNormalisation,
+    _cli_commands,
     cli,
 )
+from skqbnorm.catalogue import Settings, make_normaliser
 from skqbnorm.cli import main
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import hubness, retrieval_metrics
@@ -55,18 +58,14 @@ def bank_to_gallery_bank(tmp_path):
 
 
 def argv(paths, *extra, **replaced):
+    """The evaluate command; --gallery-bank-sims only where a chosen method uses it (an
+    unused one is refused), unless given in ``replaced``."""
+    methods = extra[extra.index("--method") + 1] if "--method" in extra else "all"
+    if methods not in ("all", "dbnorm", "dbnorm-dynamic") and "gallery_bank_sims" not in replaced:
+        replaced["gallery_bank_sims"] = None
     options = {**paths, **{"--" + k.replace("_", "-"): v for k, v in replaced.items()}}
     pairs = [[option, str(path)] for option, path in options.items() if path is not None]
     return ["evaluate", *[item for pair in pairs for item in pair], *extra]
-
-
-def run(args, capsys):
-    try:
-        code = main(args)
-    except SystemExit as exit_info:
-        code = exit_info.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def refused(args, capsys):
@@ -101,17 +100,17 @@ CASES = [
     ("znorm", [], QueryBankZNorm(), "querybank", "z-norm"),
     ("mp", [], MutualProximity(method="gaussian"), "querybank", "MP (Gaussian)"),
     ("mp-empiric", [], MutualProximity(method="empiric"), "querybank", "MP (empiric)"),
-    ("dual-is", ["--beta1", "15", "--beta2", "7"], DualInvertedSoftmax(beta1=15, beta2=7),
-     "both banks", "DualIS (beta1=15, beta2=7)"),
-    ("dual-dis", ["--beta1", "15", "--beta2", "7", "--k", "2"],
+    ("dbnorm", ["--beta1", "15", "--beta2", "7"], DualInvertedSoftmax(beta1=15, beta2=7),
+     "both banks", "DBNorm (beta1=15, beta2=7)"),
+    ("dbnorm-dynamic", ["--beta1", "15", "--beta2", "7", "--k", "2"],
      DualDynamicInvertedSoftmax(beta1=15, beta2=7, k=2), "both banks",
-     "DualDIS (beta1=15, beta2=7, k=2)"),
+     "DBNorm (dynamic; beta1=15, beta2=7, k=2)"),
     ("sn", ["--tau", "0.2", "--n-iter", "40"], SinkhornNormalisation(tau=0.2, n_iter=40),
      "querybank", "SN (tau=0.2, n_iter=40)"),
     ("dsl", ["--temperature", "0.5"], DualSoftmax(temperature=0.5), "querybank",
      "DSL (temperature=0.5)"),
     ("dsl-transductive", ["--temperature", "0.5"], DualSoftmax(temperature=0.5),
-     "test queries", "DSL transductive (temperature=0.5)"),
+     "test queries", "DSL (transductive; temperature=0.5)"),
 ]
 
 
@@ -134,8 +133,8 @@ def test_each_method_equals_its_class(files, capsys, tmp_path, method, options, 
     assert row["skewness"] == pytest.approx(hubness(expected, k=10)["skewness"])
 
 
-DEFAULTS = {"nnn": NearestNeighborNormalization(), "dual-is": DualInvertedSoftmax(),
-            "dual-dis": DualDynamicInvertedSoftmax(), "sn": SinkhornNormalisation(),
+DEFAULTS = {"nnn": NearestNeighborNormalization(), "dbnorm": DualInvertedSoftmax(),
+            "dbnorm-dynamic": DualDynamicInvertedSoftmax(), "sn": SinkhornNormalisation(),
             "dsl": DualSoftmax()}
 
 
@@ -156,7 +155,7 @@ def test_a_hyperparameter_not_given_keeps_the_class_default(files, capsys, tmp_p
 def test_dual_bank_methods_use_the_gallery_bank(files, capsys):
     """With a gallery bank DualIS is not IS: the gallery bank's hubs are divided down."""
     paths, data = files
-    code, out, _ = run(argv(paths, "--method", "dual-is", "--beta1", "20", "--beta2", "20",
+    code, out, _ = run(argv(paths, "--method", "dbnorm", "--beta1", "20", "--beta2", "20",
                             "--format", "json", "--quiet"), capsys)
     assert code == 0
     single = retrieval_metrics(InvertedSoftmax(beta=20).fit(data["--bank-sims"])
@@ -171,10 +170,10 @@ def test_all_methods_as_json_and_csv_carry_every_row(files, capsys, tmp_path):
     code, out, err = run([*args, "--format", "json"], capsys)
     assert code == 0 and err == ""
     rows = json.loads(out)
-    assert [row["method"].split(" (")[0] for row in rows] == [
+    assert [without_settings(row["method"]) for row in rows] == [
         "raw similarities", "IS", "DIS", "CSLS", "GC", "CENT", "DN", "NNN", "gated DIS", "gated NNN",
-        "z-norm", "MP",
-        "MP", "DualIS", "DualDIS", "SN", "DBSN", "DSL", "DSL transductive"]
+        "z-norm", "MP (Gaussian)",
+        "MP (empiric)", "DBNorm", "DBNorm (dynamic)", "SN", "DBSN", "DSL", "DSL (transductive)"]
     code, out, _ = run([*args, "--format", "csv"], capsys)
     assert code == 0
     csv_rows = list(csv.DictReader(io.StringIO(out)))
@@ -186,7 +185,7 @@ def test_all_methods_as_json_and_csv_carry_every_row(files, capsys, tmp_path):
     for method, row in zip(cli.METHODS, rows):
         if method == "raw":
             continue
-        normaliser = cli.make_normaliser(method, cli.Settings(k=3, tau=0.5))
+        normaliser = make_normaliser(method, Settings(k=3, tau=0.5))
         scores = direct(normaliser, data, cli.METHODS[method].data)
         assert row["MnR"] == pytest.approx(retrieval_metrics(scores, data["--gt"])["MnR"]), method
 
@@ -196,12 +195,12 @@ def test_all_methods_without_a_gallery_bank_skip_the_dual_bank_ones(files, capsy
     code, out, err = run(argv(paths, "--k", "3", "--tau", "0.5", "--quiet", "--format", "json",
                               gallery_bank_sims=None), capsys)
     assert code == 0
-    assert not {"DualIS", "DualDIS"} & {row["method"].split(" (")[0] for row in json.loads(out)}
+    assert not {"DBNorm", "DBNorm (dynamic)"} & {without_settings(row["method"]) for row in json.loads(out)}
     betas = f"beta1={DualInvertedSoftmax().beta1:g}, beta2={DualInvertedSoftmax().beta2:g}"
     needs = "it needs --gallery-bank-sims (without a gallery bank it equals"
     assert err.splitlines() == [
-        f"skqbnorm evaluate: skipped DualIS ({betas}): {needs} IS).",
-        f"skqbnorm evaluate: skipped DualDIS ({betas}, k=3): {needs} DIS).",
+        f"skqbnorm evaluate: skipped DBNorm ({betas}): {needs} IS).",
+        f"skqbnorm evaluate: skipped DBNorm (dynamic; {betas}, k=3): {needs} DIS).",
         ("skqbnorm evaluate: skipped DBSN (tau=0.5, n_iter=30): it needs "
          "--bank-gallery-bank-sims (without a gallery bank it equals SN)."),
     ]
@@ -211,15 +210,15 @@ def test_all_methods_without_a_gallery_bank_skip_the_dual_bank_ones(files, capsy
 def no_evaluation(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("the evaluation ran")
-    monkeypatch.setattr(cli, "evaluate", fail)
+    monkeypatch.setattr(_cli_commands, "method_rows", fail)
 
 
-@pytest.mark.parametrize("method", ["dual-is", "dual-dis"])
+@pytest.mark.parametrize("method", ["dbnorm", "dbnorm-dynamic"])
 def test_a_dual_bank_method_named_without_a_gallery_bank_is_an_error(files, capsys, method,
                                                                      no_evaluation):
     paths, _ = files
     err = refused(argv(paths, "--method", method, gallery_bank_sims=None), capsys)
-    assert f"--method {method}: Dual" in err and "needs --gallery-bank-sims" in err
+    assert f"--method {method}: DBNorm" in err and "needs --gallery-bank-sims" in err
 
 
 @pytest.mark.parametrize("change, message", [
@@ -234,7 +233,7 @@ def test_a_bad_gallery_bank_is_one_line(files, capsys, tmp_path, change, message
                                         no_evaluation):
     paths, data = files
     np.save(tmp_path / "bad.npy", change(data["--gallery-bank-sims"]))
-    for method in ("all", "dual-is", "is"):  # checked whether used or not
+    for method in ("all", "dbnorm", "is"):  # checked whether used or not
         err = refused(argv(paths, "--method", method, gallery_bank_sims=tmp_path / "bad.npy"),
                       capsys)
         assert re.search(message, err), err
@@ -243,16 +242,17 @@ def test_a_bad_gallery_bank_is_one_line(files, capsys, tmp_path, change, message
 def test_a_missing_gallery_bank_file_is_one_line(files, capsys, tmp_path, no_evaluation):
     paths, _ = files
     missing = tmp_path / "missing.npy"
-    err = refused(argv(paths, "--method", "dual-dis", gallery_bank_sims=missing), capsys)
+    err = refused(argv(paths, "--method", "dbnorm-dynamic", gallery_bank_sims=missing), capsys)
     assert f"--gallery-bank-sims {missing}: no such file" in err
 
 
-@pytest.mark.parametrize("method", ["dual-is", "raw"])
+@pytest.mark.parametrize("method", ["dbnorm", "raw"])
 def test_save_onto_the_gallery_bank_is_refused(files, capsys, method, no_evaluation):
     paths, _ = files
     target = paths["--gallery-bank-sims"]
     before = target.read_bytes()
-    err = refused(argv(paths, "--method", method, "--save", str(target)), capsys)
+    err = refused(argv(paths, "--method", method, "--save", str(target),
+                       gallery_bank_sims=target), capsys)
     assert "is the input --gallery-bank-sims" in err
     assert target.read_bytes() == before
 
@@ -261,7 +261,7 @@ def test_a_gallery_bank_in_an_npz_is_read_by_its_name(files, capsys, tmp_path):
     paths, data = files
     np.savez(tmp_path / "banks.npz", bank_sims=data["--bank-sims"],
              gallery_bank_sims=data["--gallery-bank-sims"])
-    code, out, _ = run(argv(paths, "--method", "dual-is", "--format", "json", "--quiet",
+    code, out, _ = run(argv(paths, "--method", "dbnorm", "--format", "json", "--quiet",
                             bank_sims=tmp_path / "banks.npz",
                             gallery_bank_sims=tmp_path / "banks.npz"), capsys)
     assert code == 0
@@ -338,7 +338,7 @@ def test_alpha_zero_leaves_nnn_raw(files, capsys, tmp_path):
 
 @pytest.mark.parametrize("method, setting, users", [
     ("gc", ["--tau", "5"], "sn, dbsn"),
-    ("is", ["--k", "3"], "dis, csls, nnn, dis-gated, nnn-gated, dual-dis"),
+    ("is", ["--k", "3"], "dis, csls, nnn, dis-gated, nnn-gated, dbnorm-dynamic"),
     ("raw", ["--beta", "2"], "is, dis, dis-gated"),
 ])
 def test_a_setting_no_chosen_method_takes_is_refused(files, capsys, method, setting, users):
@@ -353,7 +353,7 @@ def test_the_help_lists_every_method_and_setting(capsys):
     with pytest.raises(SystemExit):
         main(["evaluate", "--help"])
     text = capsys.readouterr().out
-    for method in ("nnn", "dn", "znorm", "mp", "mp-empiric", "dual-is", "dual-dis", "sn", "dbsn",
+    for method in ("nnn", "dn", "znorm", "mp", "mp-empiric", "dbnorm", "dbnorm-dynamic", "sn", "dbsn",
                    "dsl", "dsl-transductive"):
         assert re.search(rf"^  {re.escape(method)} ", text, re.MULTILINE), method
     for option in ("--gallery-bank-sims", "--bank-gallery-bank-sims", "--alpha", "--beta1", "--beta2", "--tau",
@@ -361,7 +361,7 @@ def test_the_help_lists_every_method_and_setting(capsys):
         assert option in text
     flat = " ".join(text.split())
     assert f"NNN (k={NearestNeighborNormalization().k}) when the querybank" in flat
-    assert "without --gallery-bank-sims it skips dual-is and dual-dis" in flat
+    assert "without --gallery-bank-sims it skips dbnorm and dbnorm-dynamic" in flat
     assert f"temperature of SN and DBSN, > 0 (default {SinkhornNormalisation().tau:g})" in flat
 
 

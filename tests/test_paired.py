@@ -320,14 +320,20 @@ def test_paired_mean_change_equals_a_plain_bootstrap_loop(rng):
     from skqbnorm.metrics import paired_mean_change
 
     before, after = rng.random(37), rng.random(37)
-    change, low, high = paired_mean_change(before, after, n_resamples=500, confidence=0.9,
-                                           random_state=3)
+    result = paired_mean_change(before, after, n_resamples=500, confidence=0.9,
+                                random_state=3)
     draws = np.random.default_rng(3).integers(0, 37, size=(500, 37))
     resampled = [(after[draw] - before[draw]).mean() for draw in draws]
-    assert change == pytest.approx(after.mean() - before.mean(), abs=1e-15)
-    assert_allclose([low, high], np.percentile(resampled, [5, 95]), rtol=1e-12)
-    assert paired_mean_change(before, after, n_resamples=0) == (change, None, None)
-    assert paired_mean_change(before, before, random_state=0) == (0.0, 0.0, 0.0)
+    assert result.change == pytest.approx(after.mean() - before.mean(), abs=1e-15)
+    assert (result.value_a, result.value_b) == pytest.approx((before.mean(), after.mean()))
+    assert_allclose([result.low, result.high], np.percentile(resampled, [5, 95]), rtol=1e-12)
+    assert result.interval == (result.low, result.high)
+    assert_allclose(result.resampled_changes, resampled, rtol=1e-12)
+    alone = paired_mean_change(before, after, n_resamples=0)
+    assert (alone.change, alone.interval, alone.low, alone.high) == (result.change, None, None,
+                                                                     None)
+    same = paired_mean_change(before, before, random_state=0)
+    assert (same.change, same.interval) == (0.0, (0.0, 0.0))
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -351,12 +357,41 @@ def test_paired_mean_change_draws_as_paired_comparison_and_never_overflows(rng):
     a, b, gt = pair_of_rankings(40)
     comparison = paired_comparison(a, b, gt, random_state=5)  # 10,000 resamples by default
     per_query = [query_outcomes(scores, gt, (1,)).average_precisions for scores in (a, b)]
-    change, low, high = paired_mean_change(*per_query, random_state=5)
-    assert change == pytest.approx(comparison.change["mAP"], abs=1e-15)
-    assert_allclose((low, high), comparison.interval["mAP"], rtol=1e-12)
+    result = paired_mean_change(*per_query, random_state=5)
+    assert result.change == pytest.approx(comparison.change["mAP"], abs=1e-15)
+    assert_allclose(result.interval, comparison.interval["mAP"], rtol=1e-12)
     # Differences of 1.6e308 each: representable, but their sums are not.
     huge = paired_mean_change(np.full(4, -8e307), np.full(4, 8e307), random_state=0)
-    assert_allclose(huge, (1.6e308, 1.6e308, 1.6e308), rtol=1e-12)
+    assert_allclose((huge.change, *huge.interval), (1.6e308, 1.6e308, 1.6e308), rtol=1e-12)
+    assert (huge.value_a, huge.value_b) == pytest.approx((-8e307, 8e307), rel=1e-12)
+
+
+@pytest.mark.parametrize("values_a, values_b", [
+    (np.full(4, -1.7e308), np.full(4, 1.7e308)),  # every difference beyond float64
+    ([1e308, 1e308, -1e308], [-1e308, 1e308, 1e308]),  # the change is 0, the interval not
+])
+def test_paired_mean_change_refuses_differences_beyond_float64(values_a, values_b):
+    """Finite values whose differences are not: once inf, now an error naming both."""
+    from skqbnorm.metrics import paired_mean_change
+
+    with pytest.raises(ValueError, match=r"values_b - values_a must be within float64's range"
+                                         r".* rescale values_a and values_b"):
+        paired_mean_change(values_a, values_b, random_state=0)
+    largest = np.finfo(np.float64).max
+    edge = paired_mean_change([-largest / 2] * 3, [largest / 2] * 3, random_state=0)
+    assert edge.change == largest and np.isfinite(edge.interval).all()
+
+
+def test_unpacking_paired_mean_change_is_deprecated_but_works():
+    from skqbnorm.metrics import PairedMeanChange, paired_mean_change
+
+    result = paired_mean_change([0.1, 0.5, 0.2], [0.3, 0.4, 0.6], n_resamples=50, random_state=1)
+    assert isinstance(result, PairedMeanChange)
+    with pytest.warns(FutureWarning, match="unpacking paired_mean_change"):
+        change, low, high = result
+    assert (change, low, high) == (result.change, *result.interval)
+    assert result.to_dict()["high"] == high and result.to_dict()["n_queries"] == 3
+    assert repr(result).startswith("Change b - a of the mean over 3 queries: +0.1667 ([")
 
 
 @pytest.mark.parametrize("intervals, message", [

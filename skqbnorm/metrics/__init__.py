@@ -1,7 +1,7 @@
 """Retrieval metrics, hubness measures, ranking quality and distances, and scorers."""
 
 from ._hubness import hubness, hubness_from_counts, k_occurrence
-from ._paired import PairedComparison, paired_comparison, paired_mean_change
+from ._paired import PairedComparison, PairedMeanChange, paired_comparison, paired_mean_change
 from ._querybank import QueryBankDiagnostics, QueryBankWarning, querybank_diagnostics
 from ._ranking import (
     average_precision,
@@ -18,6 +18,7 @@ from ._scorers import make_map_scorer, make_retrieval_scorer
 
 __all__ = [
     "PairedComparison",
+    "PairedMeanChange",
     "QueryBankDiagnostics",
     "QueryBankWarning",
     "average_precision",

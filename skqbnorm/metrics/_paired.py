@@ -1,6 +1,7 @@
 """Paired comparison of two rankings of the same queries: changes, bootstrap intervals, McNemar."""
 
 import numbers
+import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -197,6 +198,68 @@ def paired_comparison(scores_a, scores_b, gt, *, k=(1, 5, 10), ties="official",
     return compare_outcomes(outcomes_a, outcomes_b, ks, n_resamples, confidence, rng)
 
 
+@dataclass(frozen=True, repr=False)
+class PairedMeanChange:
+    """The change ``mean(b) - mean(a)`` of a per-query metric, with its paired interval.
+
+    Attributes
+    ----------
+    value_a, value_b : float
+        The means of ``values_a`` and ``values_b``.
+    change : float
+        ``value_b - value_a``, computed without overflow.
+    interval : tuple of float, or None
+        The percentile bootstrap interval ``(low, high)`` of the change; None
+        without resamples.
+    n_queries, n_resamples : int
+    confidence : float
+    resampled_changes : ndarray of shape (n_resamples,)
+        Every resample's change.
+
+    Iterating gives ``(change, low, high)``, as the tuple ``paired_mean_change``
+    returned before 1.0; that is deprecated (a FutureWarning) and ends in 1.1.
+    """
+
+    value_a: float
+    value_b: float
+    change: float
+    interval: tuple
+    n_queries: int
+    n_resamples: int
+    confidence: float
+    resampled_changes: np.ndarray = field(compare=False)
+
+    @property
+    def low(self):
+        """The interval's lower end (None without resamples)."""
+        return None if self.interval is None else self.interval[0]
+
+    @property
+    def high(self):
+        """The interval's upper end (None without resamples)."""
+        return None if self.interval is None else self.interval[1]
+
+    def __iter__(self):
+        warnings.warn(
+            "unpacking paired_mean_change as (change, low, high) is deprecated and ends in "
+            "1.1; read its change, low and high (or interval) attributes.", FutureWarning,
+            stacklevel=2)
+        return iter((self.change, self.low, self.high))
+
+    def to_dict(self):
+        """The result as plain values (``json.dumps`` takes it), without the resamples."""
+        return {"value_a": self.value_a, "value_b": self.value_b, "change": self.change,
+                "low": self.low, "high": self.high, "n_queries": self.n_queries,
+                "n_resamples": self.n_resamples, "confidence": self.confidence}
+
+    def __repr__(self):
+        interval = ("no resamples" if self.interval is None else
+                    f"[{self.low:+.4g}, {self.high:+.4g}], {self.confidence:.0%} percentile "
+                    f"bootstrap interval of {self.n_resamples} resamples")
+        return (f"Change b - a of the mean over {self.n_queries} queries: {self.change:+.4g} "
+                f"({interval}); a {self.value_a:.4g}, b {self.value_b:.4g}")
+
+
 def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.95,
                        random_state=None):
     """Change of a per-query metric's mean from ``a`` to ``b``, with its paired interval.
@@ -212,7 +275,8 @@ def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.9
     Parameters
     ----------
     values_a, values_b : array-like of shape (n_queries,)
-        Finite per-query values of the same queries, in the same order.
+        Finite per-query values of the same queries, in the same order; each
+        query's difference ``values_b - values_a`` must be within float64's range.
     n_resamples : int, default=10_000
         Bootstrap resamples, >= 0; 0 gives the change alone. With the same
         ``n_resamples`` and ``random_state``, the draws are ``paired_comparison``'s.
@@ -223,20 +287,21 @@ def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.9
 
     Returns
     -------
-    change : float
-        ``mean(values_b) - mean(values_a)``, without overflow wherever each query's
-        difference is itself within float64's range.
-    low, high : float or None
-        The interval's ends; None when ``n_resamples=0``.
+    result : PairedMeanChange
+        ``change`` (``mean(values_b) - mean(values_a)``, without overflow),
+        ``interval`` (``low``, ``high``; None when ``n_resamples=0``), the two
+        means ``value_a`` and ``value_b``, and ``to_dict()`` for json.
 
     Examples
     --------
     >>> import numpy as np
     >>> from skqbnorm.metrics import paired_mean_change
     >>> before, after = np.array([0.2, 0.5, 0.4, 0.9]), np.array([0.4, 0.5, 0.6, 0.9])
-    >>> change, low, high = paired_mean_change(before, after, n_resamples=2000, random_state=0)
-    >>> round(change, 3), low >= 0.0, high <= 0.2
+    >>> result = paired_mean_change(before, after, n_resamples=2000, random_state=0)
+    >>> round(result.change, 3), result.low >= 0.0, result.high <= 0.2
     (0.1, True, True)
+    >>> result
+    Change b - a of the mean over 4 queries: +0.1 ([+0, +0.2], 95% percentile bootstrap interval of 2000 resamples); a 0.5, b 0.6
     """
     values_a, values_b = check_vector(values_a, "values_a"), check_vector(values_b, "values_b")
     if values_a.shape != values_b.shape:
@@ -248,16 +313,36 @@ def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.9
     confidence = _check_confidence(confidence)
     rng = _generator(random_state)
     half_difference = values_b * 0.5 - values_a * 0.5  # exact halving; never overflows
+    _check_differences(half_difference, values_a, values_b)
     change = 2 * float(finite_mean(half_difference, axis=0))
-    if not n_resamples:
-        return change, None, None
+    value_a, value_b = (float(finite_mean(values, axis=0)) for values in (values_a, values_b))
     n_queries = len(half_difference)
-    share = half_difference / n_queries  # each resample's mean as a sum that cannot overflow
     changes = np.empty(n_resamples)
+    share = half_difference / n_queries  # each resample's mean as a sum that cannot overflow
     for resamples, drawn in _draws(n_queries, n_resamples, rng):
         changes[resamples] = np.take(share, drawn).sum(axis=1)
-    low, high = np.percentile(changes, (50 * (1 - confidence), 50 * (1 + confidence)))
-    return change, 2 * float(low), 2 * float(high)
+    largest = np.finfo(np.float64).max
+    with np.errstate(over="ignore"):  # a mean within range, rounded just past it: the largest
+        np.clip(2 * changes, -largest, largest, out=changes)
+    interval = None
+    if n_resamples:
+        low, high = np.percentile(changes, (50 * (1 - confidence), 50 * (1 + confidence)))
+        interval = (float(low), float(high))
+    return PairedMeanChange(value_a, value_b, change, interval, n_queries, n_resamples,
+                            confidence, changes)
+
+
+def _check_differences(half_difference, values_a, values_b):
+    """Refuse per-query differences beyond float64's range: their mean is not representable."""
+    limit = np.finfo(np.float64).max / 2
+    beyond = np.flatnonzero(np.abs(half_difference) > limit)
+    if beyond.size:
+        query = beyond[0]
+        raise ValueError(
+            f"values_b - values_a must be within float64's range for every query; query "
+            f"{query} has values_a={values_a[query]:g} and values_b={values_b[query]:g} "
+            f"({beyond.size} such queries): rescale values_a and values_b."
+        )
 
 
 def metric_names(ks):
