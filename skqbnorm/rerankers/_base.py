@@ -13,7 +13,7 @@ from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
-from ._graph import affinity, degrees, laplacian, pair_laplacian
+from ._graph import affinity, degrees, laplacian, pair_laplacian, thread_limit
 from ._pairs import select_pairs
 from ._solvers import (
     TOLERANCE,
@@ -198,9 +198,10 @@ class BayesianReranker(BaseEstimator):
         return [random_state] * n_lists
 
     def _rerank(self, features, initial, random_state):
-        weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors, sigma=self.sigma,
-                           warn=False)
-        scores, info = self._solve(weights, self._initial_scores(initial), features, random_state)
+        with thread_limit(*features.shape):
+            weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors,
+                               sigma=self.sigma, warn=False)
+            scores, info = self._solve(weights, self._initial_scores(initial), features, random_state)
         info["edgeless"] = len(initial) > 1 and weights.nnz == 0
         if not np.all(np.isfinite(scores)):
             raise ValueError(
