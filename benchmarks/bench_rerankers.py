@@ -14,13 +14,20 @@ in this run:
 Run: python benchmarks/bench_rerankers.py [--repeat 3] [--scale 1.0]
 
 ``--scale`` multiplies every list size (at least 50 items; the targets are for 1.0).
+
+``--part cv`` times model selection over c instead: ``RerankerCV`` against
+``GridSearchCV`` with the MAP scorer on the same ``GroupKFold`` folds (8 values of c
+x 5 folds x 50 lists of ``--items`` items, interleaved, best of ``--repeat``), and
+prints their ratio (target: at most 1/3) and whether they chose the same c.
 """
 
 import argparse
 from functools import partial
 
 import numpy as np
+import sklearn
 from sklearn.datasets import make_blobs
+from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.neighbors import kneighbors_graph
 
 from skqbnorm import (
@@ -28,9 +35,13 @@ from skqbnorm import (
     PointwiseReranker,
     PreferenceStrengthReranker,
     RandomWalkReranker,
+    RerankerCV,
 )
+from skqbnorm.metrics import make_map_scorer
 
-from _timing import best_time, machine_description
+from _timing import best_time, interleaved_best_times, machine_description
+
+CS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]
 
 
 def make_list(n_items, seed=0):
@@ -39,12 +50,54 @@ def make_list(n_items, seed=0):
     return features, initial
 
 
+def reranking_lists(n_lists, n_items, seed=0):
+    """Lists of random 32-d features whose relevant items (30%) sit apart, with noisy
+    initial scores: a c that smooths over the graph helps, one that keeps them does not."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_lists), n_items)
+    relevance = rng.random(len(groups)) < 0.3
+    features = rng.normal(size=(len(groups), 32)) + 0.5 * relevance[:, None]
+    initial = relevance + rng.normal(scale=1.5, size=len(groups))
+    return features, initial, groups, relevance
+
+
+def model_selection(args):
+    features, initial, groups, relevance = reranking_lists(50, args.items)
+    print(f"{len(CS)} values of c x 5 folds x 50 lists of {args.items} items, HingeReranker, "
+          f"best of {args.repeat}, interleaved")
+    chosen = {}
+
+    def grid():
+        with sklearn.config_context(enable_metadata_routing=True):
+            search = GridSearchCV(HingeReranker(), {"c": CS}, scoring=make_map_scorer(),
+                                  cv=GroupKFold(n_splits=5))
+            chosen["GridSearchCV"] = search.fit(features, initial, groups=groups,
+                                                relevance=relevance).best_params_["c"]
+
+    def path():
+        search = RerankerCV(HingeReranker(), cs=CS, cv=GroupKFold(n_splits=5))
+        chosen["RerankerCV"] = search.fit(features, initial, groups, relevance=relevance).best_c_
+
+    seconds = interleaved_best_times({"GridSearchCV": grid, "RerankerCV": path}, args.repeat)
+    for name in seconds:
+        print(f"  {name:<14}{seconds[name]:>9.2f} s   c = {chosen[name]}")
+    ratio = seconds["RerankerCV"] / seconds["GridSearchCV"]
+    same = "same c" if chosen["RerankerCV"] == chosen["GridSearchCV"] else "DIFFERENT c"
+    print(f"  RerankerCV / GridSearchCV: {ratio:.3f} (target <= 0.333, "
+          f"{'met' if ratio <= 1 / 3 else 'NOT met'}); {same}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["cases", "cv"], default="cases")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--items", type=int, default=200, help="items per list (--part cv)")
     args = parser.parse_args()
     print(machine_description())
+    if args.part == "cv":
+        model_selection(args)
+        return
     cases = [
         (1_000, "hinge, all pairs", HingeReranker(pairs="all")),
         (1_000, "hinge, rho-adjacent (rho=5)", HingeReranker(pairs="rho_adjacent", rho=5)),

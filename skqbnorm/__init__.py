@@ -25,6 +25,7 @@ from .rerankers import (
     PointwiseReranker,
     PreferenceStrengthReranker,
     RandomWalkReranker,
+    RerankerCV,
 )
 
 __version__ = "0.1.0"
@@ -47,6 +48,7 @@ __all__ = [
     "QueryBankGate",
     "QueryBankZNorm",
     "RandomWalkReranker",
+    "RerankerCV",
     "SinkhornNormalisation",
     "__version__",
 ]

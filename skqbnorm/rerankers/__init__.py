@@ -2,6 +2,7 @@
 
 from ._base import BayesianReranker
 from ._baselines import PointwiseReranker, RandomWalkReranker
+from ._cv import RerankerCV
 from ._hinge import HingeReranker
 from ._preference import PreferenceStrengthReranker
 
@@ -11,4 +12,5 @@ __all__ = [
     "PointwiseReranker",
     "PreferenceStrengthReranker",
     "RandomWalkReranker",
+    "RerankerCV",
 ]
