@@ -32,8 +32,11 @@ BLOCK_VALUES = 2**22
 
 #: Distance computations (items^2 x features) below which a list is reranked on one
 #: thread: a 100-item list's k-NN search takes a few milliseconds, and waking BLAS's
-#: and OpenMP's thread pools for it cost several times that (5x on 2 busy cores).
-SERIAL_WORK = 2**26
+#: and OpenMP's thread pools for it cost several times that (5x on 2 busy cores); up
+#: to 2,000-3,000 items of 32 features, scikit-learn's threaded k-NN search splits
+#: the few rows among threads that must then merge their heaps (4x slower than one
+#: thread on 2 busy cores, measured interleaved; on par from 3,000 items).
+SERIAL_WORK = 2**29
 
 
 def affinity(features, *, graph="knn", n_neighbors=10, sigma="median", warn=True):
