@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
-from ._graph import affinity, degrees, laplacian, pair_laplacian, thread_limit
+from ._graph import affinity, degrees, laplacian, one_thread, pair_laplacian, thread_limit
 from ._pairs import select_pairs
 from ._solvers import (
     TOLERANCE,
@@ -223,6 +223,7 @@ class BayesianReranker(BaseEstimator):
         with thread_limit(*features.shape):
             weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors,
                                sigma=self.sigma, warn=False)
+        with one_thread():
             prior_ranking = self._initial_scores(initial)
             results = []
             for c in cs:

@@ -94,7 +94,7 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median", warn=True
 
 
 def thread_limit(n_items, n_features):
-    """A context that runs a small list's graph and solves on one BLAS/OpenMP thread.
+    """A context that builds a small list's graph on one BLAS/OpenMP thread.
 
     Below ``SERIAL_WORK`` distance computations (``n_items**2 * n_features``) the
     thread pools cost more to wake and join than they save; larger lists keep the
@@ -102,6 +102,13 @@ def thread_limit(n_items, n_features):
     """
     if n_items**2 * max(n_features, 1) >= SERIAL_WORK:
         return nullcontext()
+    return one_thread()
+
+
+def one_thread():
+    """A context that limits BLAS and OpenMP to one thread: the solves' vector
+    operations (a dot product of 50,000 numbers) gain nothing from threads, whose
+    wake-ups cost more on a busy machine (30 ms a dot product on 2 busy cores)."""
     return thread_controller().limit(limits=1)
 
 
