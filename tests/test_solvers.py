@@ -90,3 +90,31 @@ def test_the_factorisation_orders_symmetrically_and_refuses_a_singular_system():
     assert_allclose((path + 0.1 * sparse.identity(n_items)) @ lu.solve(rhs), rhs, atol=1e-12)
     with pytest.raises(ValueError, match="singular"):
         _solvers.factorised(sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]])))
+
+
+def test_small_lists_build_their_graph_and_every_list_solves_on_one_thread(monkeypatch):
+    # Waking thread pools for a 100-item list cost more than its search (issue 20).
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from skqbnorm.rerankers import _graph
+
+    seen = {}
+    real_edges, real_solve = _graph.nearest_neighbour_edges, _solvers.solve_by_cost
+
+    def edges(features, n_neighbors):
+        seen.setdefault("graph", []).append(max(p["num_threads"] for p in threadpool_info()))
+        return real_edges(features, n_neighbors)
+
+    def solve(*args, **kwargs):
+        seen.setdefault("solve", []).append(max(p["num_threads"] for p in threadpool_info()))
+        return real_solve(*args, **kwargs)
+
+    monkeypatch.setattr(_graph, "nearest_neighbour_edges", edges)
+    monkeypatch.setattr(_solvers, "solve_by_cost", solve)
+    monkeypatch.setattr(_graph, "SERIAL_WORK", 2**26)
+    rng = np.random.default_rng(3)
+    with threadpool_limits(2):
+        PointwiseReranker().fit(rng.normal(size=(100, 32)), rng.normal(size=100))
+        large = rng.normal(size=(1500, 32))  # 1500^2 * 32 > 2^26: keeps the caller's threads
+        PointwiseReranker().fit(large, rng.normal(size=1500))
+    assert seen["graph"] == [1, 2] and seen["solve"] == [1, 1]
