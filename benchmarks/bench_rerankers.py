@@ -14,13 +14,27 @@ in this run:
 Run: python benchmarks/bench_rerankers.py [--repeat 3] [--scale 1.0]
 
 ``--scale`` multiplies every list size (at least 50 items; the targets are for 1.0).
+
+``--part cv`` times model selection over c instead: ``RerankerCV`` against
+``GridSearchCV`` with the MAP scorer on the same ``GroupKFold`` folds (8 values of c
+x 5 folds x 50 lists of ``--items`` items, interleaved, best of ``--repeat``), and
+prints their ratio (target: at most 1/3) and whether they chose the same c.
+
+``--part sizes`` times every reranker at its defaults on lists of 100 to 50,000
+items (random 32-d features, random initial scores; ``--sizes`` to choose), in
+rounds over every size and reranker, best of ``--repeat`` (one run from 20,000
+items), beside the list's k-NN search (``kneighbors_graph``, k=10, default threads:
+the floor of every reranker). It prints a Markdown table and whether any list cost more than a
+longer one (targets: none does; 50,000 items under 4 s).
 """
 
 import argparse
 from functools import partial
 
 import numpy as np
+import sklearn
 from sklearn.datasets import make_blobs
+from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.neighbors import kneighbors_graph
 
 from skqbnorm import (
@@ -28,9 +42,13 @@ from skqbnorm import (
     PointwiseReranker,
     PreferenceStrengthReranker,
     RandomWalkReranker,
+    RerankerCV,
 )
+from skqbnorm.metrics import make_map_scorer
 
-from _timing import best_time, machine_description
+from _timing import best_time, interleaved_best_times, machine_description
+
+CS = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]
 
 
 def make_list(n_items, seed=0):
@@ -39,12 +57,97 @@ def make_list(n_items, seed=0):
     return features, initial
 
 
+def reranking_lists(n_lists, n_items, seed=0):
+    """Lists of random 32-d features whose relevant items (30%) sit apart, with noisy
+    initial scores: a c that smooths over the graph helps, one that keeps them does not."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_lists), n_items)
+    relevance = rng.random(len(groups)) < 0.3
+    features = rng.normal(size=(len(groups), 32)) + 0.5 * relevance[:, None]
+    initial = relevance + rng.normal(scale=1.5, size=len(groups))
+    return features, initial, groups, relevance
+
+
+def model_selection(args):
+    features, initial, groups, relevance = reranking_lists(50, args.items)
+    print(f"{len(CS)} values of c x 5 folds x 50 lists of {args.items} items, HingeReranker, "
+          f"best of {args.repeat}, interleaved")
+    chosen = {}
+
+    def grid():
+        with sklearn.config_context(enable_metadata_routing=True):
+            search = GridSearchCV(HingeReranker(), {"c": CS}, scoring=make_map_scorer(),
+                                  cv=GroupKFold(n_splits=5))
+            chosen["GridSearchCV"] = search.fit(features, initial, groups=groups,
+                                                relevance=relevance).best_params_["c"]
+
+    def path():
+        search = RerankerCV(HingeReranker(), cs=CS, cv=GroupKFold(n_splits=5))
+        chosen["RerankerCV"] = search.fit(features, initial, groups, relevance=relevance).best_c_
+
+    seconds = interleaved_best_times({"GridSearchCV": grid, "RerankerCV": path}, args.repeat)
+    for name in seconds:
+        print(f"  {name:<14}{seconds[name]:>9.2f} s   c = {chosen[name]}")
+    ratio = seconds["RerankerCV"] / seconds["GridSearchCV"]
+    same = "same c" if chosen["RerankerCV"] == chosen["GridSearchCV"] else "DIFFERENT c"
+    print(f"  RerankerCV / GridSearchCV: {ratio:.3f} (target <= 0.333, "
+          f"{'met' if ratio <= 1 / 3 else 'NOT met'}); {same}")
+
+
+SIZES = [100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000]
+RERANKERS = {
+    "HingeReranker": HingeReranker,
+    "PreferenceStrengthReranker": PreferenceStrengthReranker,
+    "PointwiseReranker": PointwiseReranker,
+    "RandomWalkReranker": RandomWalkReranker,
+}
+
+
+def list_sizes(args):
+    sizes = SIZES if args.sizes is None else [int(size) for size in args.sizes.split(",")]
+    print(f"defaults, random 32-d features and initial scores; best of {args.repeat} rounds "
+          "over every size under 20,000 items and reranker (1 run from 20,000); seconds")
+    functions = {}
+    for n_items in sizes:
+        rng = np.random.default_rng(n_items)
+        features, initial = rng.normal(size=(n_items, 32)), rng.normal(size=n_items)
+        functions[n_items, "k-NN search"] = partial(kneighbors_graph, features, 10, mode="distance")
+        for name, cls in RERANKERS.items():
+            functions[n_items, name] = partial(cls().fit, features, initial)
+    # Rounds over all the small sizes: a busy spell of a shared machine slows every size.
+    small = {key: function for key, function in functions.items() if key[0] < 20_000}
+    table = interleaved_best_times(small, args.repeat)
+    table.update(interleaved_best_times({key: function for key, function in functions.items()
+                                         if key[0] >= 20_000}, 1))
+    columns = ["k-NN search", *RERANKERS]
+    print("| items | " + " | ".join(columns) + " |")
+    print("| ---: | " + " | ".join("---:" for _ in columns) + " |")
+    for n_items in sizes:
+        print(f"| {n_items:,} | " + " | ".join(f"{table[n_items, name]:.3f}" for name in columns) + " |")
+    table = {n_items: {name: table[n_items, name] for name in columns} for n_items in sizes}
+    for name in RERANKERS:
+        seconds = [table[n_items][name] for n_items in sizes]
+        cliffs = [f"{small:,} items {a:.3f} s > {large:,} items {b:.3f} s"
+                  for (small, a), (large, b) in zip(zip(sizes, seconds), zip(sizes[1:], seconds[1:]))
+                  if a > b]
+        print(f"{name}: {'no list costs more than a longer one' if not cliffs else '; '.join(cliffs)}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=["cases", "cv", "sizes"], default="cases")
+    parser.add_argument("--sizes", default=None, help="comma-separated list sizes (--part sizes)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0)
+    parser.add_argument("--items", type=int, default=200, help="items per list (--part cv)")
     args = parser.parse_args()
     print(machine_description())
+    if args.part == "cv":
+        model_selection(args)
+        return
+    if args.part == "sizes":
+        list_sizes(args)
+        return
     cases = [
         (1_000, "hinge, all pairs", HingeReranker(pairs="all")),
         (1_000, "hinge, rho-adjacent (rho=5)", HingeReranker(pairs="rho_adjacent", rho=5)),

@@ -28,6 +28,7 @@ from .rerankers import (
     PreferenceStrengthReranker,
     QueryExpansionReranker,
     RandomWalkReranker,
+    RerankerCV,
 )
 
 __version__ = "0.1.0"
@@ -55,6 +56,7 @@ __all__ = [
     "QueryBankZNorm",
     "QueryExpansionReranker",
     "RandomWalkReranker",
+    "RerankerCV",
     "SinkhornNormalisation",
     "__version__",
     "compare",

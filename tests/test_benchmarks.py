@@ -63,3 +63,12 @@ def test_reranker_benchmark_prints_one_row_per_case():
     for name in ("hinge, all pairs", "hinge, kNN, rho-adjacent", "preference strength",
                  "point-wise, kNN", "random walk, kNN"):
         assert name in stdout
+
+
+def test_reranker_size_benchmark_prints_a_row_per_size_and_a_verdict_per_reranker():
+    stdout = run_script("bench_rerankers.py", ["--part", "sizes", "--sizes", "60,120", "--repeat", "1"])
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split("|")[1].strip() for row in rows] == ["items", "60", "120"]
+    assert all(len(row.split("|")) == 8 for row in rows)
+    for name in ("HingeReranker", "PreferenceStrengthReranker", "PointwiseReranker", "RandomWalkReranker"):
+        assert any(line.startswith(f"{name}: ") for line in stdout.splitlines())

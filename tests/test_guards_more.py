@@ -452,9 +452,9 @@ def test_a_singular_direct_solve_is_refused_by_name():
 
 
 def test_a_short_stop_of_the_coarse_solve_is_reported(monkeypatch):
-    # Offsets between components are solved first (conjugate gradients past 2,000
-    # components): a stop there must reach solver_status_ and fit's warning, with the
-    # advice of the solver that stopped (not OSQP's, for the hinge).
+    # Offsets between components are solved first (by conjugate gradients here): a stop
+    # there must reach solver_status_ and fit's warning, with the advice of the solver
+    # that stopped (not OSQP's, for the hinge).
     real_cg, calls = _solvers.cg, []
 
     def coarse_stops_short(system, rhs, **options):
@@ -462,7 +462,7 @@ def test_a_short_stop_of_the_coarse_solve_is_reported(monkeypatch):
         calls.append(system.shape[0])
         return scores, (1 if len(calls) == 1 else failed)
 
-    monkeypatch.setattr(_solvers, "DIRECT_MAX_SIZE", 10)
+    monkeypatch.setattr(_solvers, "factorisation_flops", lambda n_items: np.inf)
     monkeypatch.setattr(_solvers, "cg", coarse_stops_short)
     rng = np.random.default_rng(0)
     features, initial = rng.normal(size=(40, 3)), rng.normal(size=40)
@@ -479,7 +479,7 @@ def test_free_directions_never_solve_iteratively(monkeypatch):
     def no_cg(*args, **kwargs):
         raise AssertionError("conjugate gradients in free_directions")
 
-    monkeypatch.setattr(_solvers, "DIRECT_MAX_SIZE", 1)
+    monkeypatch.setattr(_solvers, "factorisation_flops", lambda n_items: np.inf)
     monkeypatch.setattr(_solvers, "cg", no_cg)
     # Two affinity components {0, 1} and {2, 3}, degrees 1 and 2; pairs (0, 2) and (1, 3).
     prior_label = np.array([0, 0, 1, 1])

@@ -1,7 +1,8 @@
-"""Normalisers inside GridSearchCV and Pipeline."""
+"""Normalisers and rerankers inside GridSearchCV and Pipeline, and RerankerCV."""
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
@@ -98,3 +99,99 @@ def test_map_scorer_without_metadata_routing_says_what_to_enable():
     search = GridSearchCV(PointwiseReranker(), {"c": [0.1, 1.0]}, scoring=make_map_scorer(), cv=2)
     with pytest.warns(UserWarning, match=r"enable_metadata_routing=True"):  # every fit's score
         search.fit(features, initial)
+
+
+def reranking_lists(n_queries=10, n_items=40, seed=0):
+    """Lists whose relevant items cluster visually, with noisy initial (text) scores."""
+    rng = np.random.default_rng(seed)
+    groups = np.repeat(np.arange(n_queries), n_items)
+    relevance = rng.random(len(groups)) < 0.3
+    features = relevance[:, None] * 1.5 + rng.normal(scale=0.5, size=(len(groups), 4))
+    initial = relevance + rng.normal(scale=1.2, size=len(groups))
+    return features, initial, groups, relevance
+
+
+@pytest.mark.parametrize("name", ["PointwiseReranker", "HingeReranker", "PreferenceStrengthReranker"])
+def test_reranker_cv_chooses_the_c_of_grid_search_on_the_same_folds(name):
+    import sklearn
+    from sklearn.model_selection import GroupKFold
+
+    import skqbnorm
+    from skqbnorm import RerankerCV
+    from skqbnorm.metrics import make_map_scorer
+
+    reranker = getattr(skqbnorm, name)()
+    features, initial, groups, relevance = reranking_lists()
+    cs = [1e-3, 1e-2, 0.1, 1.0, 10.0, 1e3]
+    with sklearn.config_context(enable_metadata_routing=True):
+        grid = GridSearchCV(reranker, {"c": cs}, scoring=make_map_scorer(n=20), cv=GroupKFold(n_splits=5))
+        grid.fit(features, initial, groups=groups, relevance=relevance)
+    search = RerankerCV(reranker, cs=cs, cv=GroupKFold(n_splits=5), n=20).fit(
+        features, initial, groups, relevance=relevance)
+    # The same fold scores, bitwise (each list is reranked alone either way), so the same choice.
+    for key in ["mean_test_score", "std_test_score", "rank_test_score"] + [f"split{k}_test_score" for k in range(5)]:
+        assert_array_equal(search.cv_results_[key], grid.cv_results_[key], err_msg=key)
+    assert search.cv_results_["params"] == grid.cv_results_["params"]
+    assert search.best_c_ == grid.best_params_["c"] and search.best_index_ == grid.best_index_
+    assert search.best_score_ == grid.best_score_
+    assert np.ptp(search.cv_results_["mean_test_score"]) > 0.01  # c matters here: the test can fail
+    # The kept reranking is the best estimator's, refitted on every list by GridSearchCV.
+    assert_allclose(search.scores_, grid.best_estimator_.scores_, rtol=1e-12, atol=1e-12)
+    assert search.best_estimator_.get_params()["c"] == search.best_c_
+    assert_array_equal(search.best_estimator_.solver_status_, grid.best_estimator_.solver_status_)
+    assert search.n_splits_ == 5 and search.average_precisions_.shape == (len(cs), 10)
+
+
+def test_reranker_cv_scores_are_the_map_of_each_held_out_fold():
+    # An independent recomputation of one fold's score from a plain fit_predict.
+    from sklearn.model_selection import GroupKFold
+
+    from skqbnorm import PointwiseReranker, RerankerCV
+    from skqbnorm.metrics import mean_average_precision
+
+    features, initial, groups, relevance = reranking_lists(n_queries=6, seed=3)
+    search = RerankerCV(PointwiseReranker(), cs=[0.01, 3.0], cv=3).fit(features, initial, groups,
+                                                                       relevance=relevance)
+    for k, (_, test) in enumerate(GroupKFold(n_splits=3).split(features, initial, groups)):
+        for i, c in enumerate([0.01, 3.0]):
+            scores = PointwiseReranker(c=c).fit_predict(features[test], initial[test], groups[test])
+            expected = mean_average_precision(scores, relevance[test], groups[test])
+            assert np.isclose(search.cv_results_[f"split{k}_test_score"][i], expected, rtol=1e-12)
+    assert_allclose(search.fit_predict(features, initial, groups, relevance=relevance),
+                    PointwiseReranker(c=search.best_c_).fit_predict(features, initial, groups))
+
+
+@pytest.mark.filterwarnings("ignore:The groups parameter is ignored by KFold")
+def test_reranker_cv_refuses_folds_that_cut_a_list_and_bad_candidates():
+    from sklearn.model_selection import KFold
+
+    from skqbnorm import RerankerCV
+
+    features, initial, groups, relevance = reranking_lists(n_queries=4, n_items=20)
+    with pytest.raises(ValueError, match=r"cut a list in test fold 0: a fold must hold whole lists"):
+        RerankerCV(cv=KFold(n_splits=3, shuffle=True, random_state=0)).fit(
+            features, initial, groups, relevance=relevance)
+    with pytest.raises(ValueError, match=r"cv=5 folds need at least 5 lists; groups holds 4"):
+        RerankerCV(cv=5).fit(features, initial, groups, relevance=relevance)
+    with pytest.raises(ValueError, match=r"cs must be a non-empty 1-D sequence .* got cs=\[0.1, -1.0\]"):
+        RerankerCV(cs=[0.1, -1.0], cv=2).fit(features, initial, groups, relevance=relevance)
+    with pytest.raises(ValueError, match=r"RerankerCV needs groups"):
+        RerankerCV(cv=2).fit(features, initial, None, relevance=relevance)
+    with pytest.raises(ValueError, match=r"relevance has shape \(3,\)"):
+        RerankerCV(cv=2).fit(features, initial, groups, relevance=[1, 0, 1])
+
+
+def test_grid_search_without_routing_reaches_the_scorers_explanation():
+    # Without metadata routing GridSearchCV hands relevance to the reranker's fit, which
+    # accepts and ignores it: the MAP scorer then says what to enable (it raised a
+    # TypeError in fit before).
+    from sklearn.model_selection import GroupKFold
+
+    from skqbnorm import PointwiseReranker
+    from skqbnorm.metrics import make_map_scorer
+
+    features, initial, groups, relevance = reranking_lists(n_queries=4, n_items=20)
+    search = GridSearchCV(PointwiseReranker(), {"c": [0.1, 1.0]}, scoring=make_map_scorer(),
+                          cv=GroupKFold(n_splits=2), error_score="raise")
+    with pytest.raises(ValueError, match=r"needs relevance .*enable_metadata_routing=True"):
+        search.fit(features, initial, groups=groups, relevance=relevance)

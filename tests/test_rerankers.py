@@ -310,9 +310,10 @@ def test_iterative_solve_of_large_lists_equals_the_direct_one(rng, monkeypatch, 
     initial = rng.normal(size=300)
     params = {} if cls is RandomWalkReranker else {"laplacian": laplacian_kind}
     reranker = cls(c=0.05, initial="scores", **params) if cls is PreferenceStrengthReranker else cls(**params)
+    monkeypatch.setattr(_solvers, "factorisation_flops", lambda n_items: 0.0)  # factorise
     direct = clone(reranker).fit(features, initial)
     assert direct.n_iter_[0] == 0
-    monkeypatch.setattr(_solvers, "DIRECT_MAX_SIZE", 10)
+    monkeypatch.setattr(_solvers, "factorisation_flops", lambda n_items: np.inf)  # iterate
     iterative = clone(reranker).fit(features, initial)
     assert iterative.n_iter_[0] > 0 and iterative.solver_status_[0] == "solved"
     assert_allclose(iterative.scores_, direct.scores_, rtol=1e-6, atol=1e-8)

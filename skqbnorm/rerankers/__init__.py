@@ -3,6 +3,7 @@ the neighbourhoods of the results (k-reciprocal, diffusion, query expansion)."""
 
 from ._base import BayesianReranker
 from ._baselines import PointwiseReranker, RandomWalkReranker
+from ._cv import RerankerCV
 from ._diffusion import DiffusionReranker
 from ._hinge import HingeReranker
 from ._kreciprocal import KReciprocalReranker
@@ -18,4 +19,5 @@ __all__ = [
     "PreferenceStrengthReranker",
     "QueryExpansionReranker",
     "RandomWalkReranker",
+    "RerankerCV",
 ]

@@ -1,5 +1,6 @@
 """BayesianReranker: the shared machinery of every reranker."""
 
+import copy
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -13,7 +14,7 @@ from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
-from ._graph import affinity, degrees, laplacian, pair_laplacian
+from ._graph import affinity, degrees, laplacian, one_thread, pair_laplacian, thread_limit
 from ._pairs import select_pairs
 from ._solvers import (
     TOLERANCE,
@@ -64,8 +65,11 @@ class BayesianReranker(BaseEstimator):
     }
 
     # GridSearchCV and cross_validate route ``groups`` to fit when metadata routing
-    # is enabled: a fold's lists must stay separate lists.
-    __metadata_request__fit = {"groups": True}
+    # is enabled: a fold's lists must stay separate lists. ``relevance`` is the MAP
+    # scorer's, never routed here; fit accepts it (and ignores it) so that a search
+    # without routing, which hands every fit parameter to fit, reaches the scorer's
+    # explanation instead of a TypeError.
+    __metadata_request__fit = {"groups": True, "relevance": False}
 
     def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median", initial="scores",
                  n_positive=10, n_jobs=None):
@@ -78,7 +82,7 @@ class BayesianReranker(BaseEstimator):
         self.n_jobs = n_jobs
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, groups=None):
+    def fit(self, X, y, groups=None, relevance=None):
         """Rerank every list and keep the scores with solver diagnostics.
 
         Parameters
@@ -89,30 +93,44 @@ class BayesianReranker(BaseEstimator):
             Initial scores, higher is better (e.g. text-search scores).
         groups : array-like of shape (n_samples,), default=None
             The list each sample belongs to; None means one list.
+        relevance : None
+            Ignored: the relevance labels of :func:`~skqbnorm.metrics.make_map_scorer`
+            (accepted so that ``GridSearchCV`` without metadata routing reaches the
+            scorer's message on how to enable it).
 
         Returns
         -------
         self : object
             Fitted reranker, with ``scores_`` and per-list diagnostics.
         """
-        X, y, groups = checked_inputs(X, y, groups)
-        with naming("groups", groups):
-            self.group_labels_, members = np.unique(groups, return_inverse=True)
-        lists = [np.flatnonzero(members == g) for g in range(len(self.group_labels_))]
-        for label, index in zip(self.group_labels_, lists):
-            self._check_list(label, y[index])
+        X, y, lists = self._lists(X, y, groups)
         states = self._random_states(len(lists))
         results = Parallel(n_jobs=self.n_jobs)(
             delayed(self._rerank)(X[i], y[i], state) for i, state in zip(lists, states)
         )
-        self.scores_ = np.empty(len(y))
+        return self._record(results, lists, X.shape)
+
+    def _lists(self, X, y, groups):
+        """Validated ``X`` and ``y``, and the indices of each list (``group_labels_`` set)."""
+        X, y, groups = checked_inputs(X, y, groups)
+        with naming("groups", groups):
+            self.group_labels_, members = np.unique(groups, return_inverse=True)
+        order = np.argsort(members, kind="stable")
+        lists = np.split(order, np.cumsum(np.bincount(members))[:-1])
+        for label, index in zip(self.group_labels_, lists):
+            self._check_list(label, y[index])
+        return X, y, lists
+
+    def _record(self, results, lists, shape):
+        """Keep each list's ``(scores, info)`` as the fitted attributes, and warn."""
+        self.scores_ = np.empty(shape[0])
         for index, (scores, _) in zip(lists, results):
             self.scores_[index] = scores
         infos = [info for _, info in results]
         self.solver_status_ = np.array([info["status"] for info in infos])
         self.n_iter_ = np.array([info["n_iter"] for info in infos])
         self.objective_ = np.array([info["objective"] for info in infos])
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = shape[1]
         self._warn_of(infos)
         return self
 
@@ -198,17 +216,29 @@ class BayesianReranker(BaseEstimator):
         return [random_state] * n_lists
 
     def _rerank(self, features, initial, random_state):
-        weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors, sigma=self.sigma,
-                           warn=False)
-        scores, info = self._solve(weights, self._initial_scores(initial), features, random_state)
-        info["edgeless"] = len(initial) > 1 and weights.nnz == 0
-        if not np.all(np.isfinite(scores)):
-            raise ValueError(
-                f"{type(self).__name__} gave non-finite scores for a list of {len(initial)} "
-                f"samples with initial scores y in [{initial.min()}, {initial.max()}]: the "
-                "reranked scores exceed float64's range; rescale y."
-            )
-        return scores, info
+        return self._rerank_path(features, initial, random_state, [self.c])[0]
+
+    def _rerank_path(self, features, initial, random_state, cs):
+        """One list reranked at every c of ``cs``, its graph built once: ``[(scores, info)]``."""
+        with thread_limit(*features.shape):
+            weights = affinity(features, graph=self.graph, n_neighbors=self.n_neighbors,
+                               sigma=self.sigma, warn=False)
+        with one_thread():
+            prior_ranking = self._initial_scores(initial)
+            results = []
+            for c in cs:
+                at_c = copy.copy(self)
+                at_c.c = c
+                results.append(at_c._solve(weights, prior_ranking, features, random_state))
+        for scores, info in results:
+            info["edgeless"] = len(initial) > 1 and weights.nnz == 0
+            if not np.all(np.isfinite(scores)):
+                raise ValueError(
+                    f"{type(self).__name__} gave non-finite scores for a list of {len(initial)} "
+                    f"samples with initial scores y in [{initial.min()}, {initial.max()}]: the "
+                    "reranked scores exceed float64's range; rescale y."
+                )
+        return results
 
     def _initial_scores(self, scores):
         """The prior ranking ``rbar``, by the ``initial`` strategy."""

@@ -55,8 +55,8 @@ class PointwiseReranker(BayesianReranker):
     group_labels_ : ndarray of shape (n_lists,)
         The distinct ``groups`` values, in sorted order.
     solver_status_, n_iter_, objective_ : ndarray of shape (n_lists,)
-        Solver status, conjugate-gradient iterations (0: lists of up to 2,000
-        samples are factorised directly) and the energy at the solution, per list.
+        Solver status, conjugate-gradient iterations (0: factorised, where that
+        costs less) and the energy at the solution, per list.
     n_features_in_ : int
         Number of features per sample.
 
@@ -146,8 +146,8 @@ class RandomWalkReranker(BayesianReranker):
     group_labels_ : ndarray of shape (n_lists,)
         The distinct ``groups`` values, in sorted order.
     solver_status_, n_iter_, objective_ : ndarray of shape (n_lists,)
-        Solver status, conjugate-gradient iterations (0: lists of up to 2,000
-        samples are factorised directly) and the energy at the solution, per list.
+        Solver status, conjugate-gradient iterations (0: factorised, where that
+        costs less) and the energy at the solution, per list.
     n_features_in_ : int
         Number of features per sample.
 

@@ -7,11 +7,14 @@ the graph of ``sigma="median"`` is the same, to rounding, for features multiplie
 any positive factor.
 """
 
+from contextlib import nullcontext
+from functools import cache
 
 import numpy as np
 from scipy import sparse
 from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
+from threadpoolctl import ThreadpoolController
 
 from .._validation import warn_caller
 
@@ -26,6 +29,14 @@ CLOSE_PAIR = 1e-3
 
 #: Feature values per block when edge lengths are computed from differences.
 BLOCK_VALUES = 2**22
+
+#: Distance computations (items^2 x features) below which a list is reranked on one
+#: thread: a 100-item list's k-NN search takes a few milliseconds, and waking BLAS's
+#: and OpenMP's thread pools for it cost several times that (5x on 2 busy cores); up
+#: to 2,000-3,000 items of 32 features, scikit-learn's threaded k-NN search splits
+#: the few rows among threads that must then merge their heaps (4x slower than one
+#: thread on 2 busy cores, measured interleaved; on par from 3,000 items).
+SERIAL_WORK = 2**29
 
 
 def affinity(features, *, graph="knn", n_neighbors=10, sigma="median", warn=True):
@@ -80,6 +91,31 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median", warn=True
         )
     matrix = sparse.csr_matrix((weights, (rows, cols)), shape=(n_items, n_items))
     return matrix.maximum(matrix.T).tocsr()  # stores no zeros
+
+
+def thread_limit(n_items, n_features):
+    """A context that builds a small list's graph on one BLAS/OpenMP thread.
+
+    Below ``SERIAL_WORK`` distance computations (``n_items**2 * n_features``) the
+    thread pools cost more to wake and join than they save; larger lists keep the
+    threads the caller allows (``OMP_NUM_THREADS``, ``threadpoolctl``).
+    """
+    if n_items**2 * max(n_features, 1) >= SERIAL_WORK:
+        return nullcontext()
+    return one_thread()
+
+
+def one_thread():
+    """A context that limits BLAS and OpenMP to one thread: the solves' vector
+    operations (a dot product of 50,000 numbers) gain nothing from threads, whose
+    wake-ups cost more on a busy machine (30 ms a dot product on 2 busy cores)."""
+    return thread_controller().limit(limits=1)
+
+
+@cache
+def thread_controller():
+    """The process's thread pools, looked up once (a lookup takes about a millisecond)."""
+    return ThreadpoolController()
 
 
 def check_sigma(sigma):

@@ -28,8 +28,8 @@ class PreferenceStrengthReranker(PairwiseReranker):
     The minimiser solves ``(L + kappa L~) r = kappa (A alpha)`` with ``L~`` the
     Laplacian of the pairs weighted by ``1 / gap_ij^2``, ``(A alpha)_k = sum_{j :
     (k, j) in S} 1/gap_kj - sum_{j : (j, k) in S} 1/gap_jk`` and ``kappa = c g^2
-    tr(L) / |S|``: one sparse symmetric solve (preconditioned conjugate gradients
-    beyond 2,000 samples), computed on the standardised scores so that any finite
+    tr(L) / |S|``: one sparse symmetric solve (preconditioned conjugate gradients, or
+    a factorisation where that costs less), computed on the standardised scores so that any finite
     scale works. The offsets between visual components that only the pairs link
     are solved separately, so a tiny c keeps them.
 
@@ -88,8 +88,8 @@ class PreferenceStrengthReranker(PairwiseReranker):
     solver_status_ : ndarray of shape (n_lists,)
         "solved", or "maximum iterations reached" (with a warning).
     n_iter_ : ndarray of shape (n_lists,)
-        Conjugate-gradient iterations per list (0: lists of up to 2,000 samples
-        are factorised directly).
+        Conjugate-gradient iterations per list (0: factorised, which small lists
+        and systems the iterations would not solve at less cost are).
     objective_ : ndarray of shape (n_lists,)
         The normalised energy ``E(r)`` at the solution (dimensionless).
     n_features_in_ : int

@@ -10,8 +10,12 @@ from ._graph import pair_laplacian
 
 #: Relative residual at which conjugate gradients stop.
 TOLERANCE = 1e-10
-#: Lists up to this size are solved by a direct sparse factorisation.
-DIRECT_MAX_SIZE = 2000
+#: A conjugate-gradient iteration's fixed cost beyond its arithmetic (scipy's Python
+#: loop, about 25 microseconds), in floating-point operations at about 2 GFLOP/s.
+ITERATION_OVERHEAD = 50_000
+#: Conjugate gradients are not tried when a factorisation costs less than this many
+#: of their iterations: a Jacobi-preconditioned solve to ``TOLERANCE`` takes more.
+FEWEST_ITERATIONS = 50
 #: Relative c below which the anchored solve's correction term has reached its c -> 0 limit.
 SMALLEST_C = 1e-10
 #: Relative weight of the distance beyond which a closed form has reached its c -> inf limit.
@@ -58,21 +62,59 @@ def solve_anchored(prior, anchor, target, c, *, null):
         system, scale = prior + max(c, floor) * sparse.diags(anchor), c
     else:
         system, scale = prior / c + sparse.diags(anchor), 1.0
-    if len(target) <= DIRECT_MAX_SIZE:
-        delta = factorised(system).solve(residual)
-        info = {"status": "solved", "n_iter": 0}
-    else:
-        delta, info = conjugate_gradients(sparse.csr_matrix(system), residual, np.zeros_like(target))
+    system = sparse.csr_matrix(system)
+    delta, info = solve_by_cost(system, residual, np.zeros_like(target),
+                                factorise=lambda: factorised(system).solve(residual))
     # Remove the round-off along the nearly null vectors (exactly zero in theory).
     drift = np.bincount(label, anchored_null * delta) / np.bincount(label, anchored_null * null)
     delta = delta - drift[label] * null
     return base + scale * delta, info
 
 
+def solve_by_cost(system, rhs, start, *, factorise):
+    """Solve the symmetric ``system @ x = rhs`` the cheaper way: iterations or a factorisation.
+
+    A factorisation costs at most a dense Cholesky's ``n^3 / 3`` operations (the fill
+    of a k-NN graph of many-dimensional features comes close: its separators are
+    large); a Jacobi-preconditioned conjugate-gradient iteration costs one product
+    with ``system`` and a few vector operations. Conjugate gradients run from
+    ``start`` for as many iterations as the factorisation would cost (at most 20 per
+    unknown); if they stop short of ``TOLERANCE`` there, ``factorise()`` (exact
+    whatever the conditioning) gives the solution instead, so a solve never costs
+    much more than the cheaper of the two. Where a factorisation costs less than
+    ``FEWEST_ITERATIONS`` iterations (small lists), it is used at once. Past 20
+    iterations per unknown, conjugate gradients report their short stop.
+
+    Returns
+    -------
+    x : ndarray
+    info : dict
+        ``status``, ``n_iter`` (0: factorised) and ``solver``.
+    """
+    n_items = len(rhs)
+    iteration = 2 * system.nnz + 12 * n_items + ITERATION_OVERHEAD
+    budget = factorisation_flops(n_items) / iteration
+    direct = {"status": "solved", "n_iter": 0, "solver": "factorisation"}
+    if budget < FEWEST_ITERATIONS:
+        return factorise(), direct
+    scores, info = conjugate_gradients(system, rhs, start, max_iter=int(min(budget, 20 * n_items)))
+    if info["status"] == "solved" or budget >= 20 * n_items:
+        return scores, info
+    return factorise(), direct
+
+
+def factorisation_flops(n_items):
+    """A bound on the operations of a sparse factorisation: a dense Cholesky's."""
+    return n_items**3 / 3
+
+
 def factorised(system):
-    """The sparse LU factorisation of ``system``; a singular one is refused by name."""
+    """The sparse LU factorisation of the symmetric ``system`` with a symmetric
+    fill-reducing ordering (minimum degree on its pattern, diagonal pivots); a
+    singular one is refused by name."""
     try:
-        return splu(sparse.csc_matrix(system))
+        return splu(sparse.csc_matrix(system), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                    options={"SymmetricMode": True})
     except RuntimeError as error:  # scipy: "Factor is exactly singular"
         raise ValueError(
             f"The reranking system of a list of {system.shape[0]} samples is singular "
@@ -93,22 +135,24 @@ def solve_pinned(system, rhs, *, pinned, start, direct=False):
     """Solve the symmetric positive semi-definite ``system @ r = rhs``, ``r_k = 0`` where pinned.
 
     ``pinned`` marks one item in each connected component on which ``system`` is
-    singular (a Laplacian: the constants); ``rhs`` must be consistent there. Lists of
-    up to ``DIRECT_MAX_SIZE`` samples are factorised directly (exact, whatever the
-    conditioning); larger ones use Jacobi-preconditioned conjugate gradients from
-    ``start``: the systems are graph Laplacians plus positive terms, whose
-    factorisations fill in badly on k-NN graphs of high-dimensional features, while a
-    product with them costs one pass over their non-zeros. The caller places each
-    component afterwards (conjugate gradients leave the pinned items free). ``direct``
-    factorises whatever the size.
+    singular (a Laplacian: the constants); ``rhs`` must be consistent there. The
+    solve is Jacobi-preconditioned conjugate gradients from ``start`` or a sparse
+    factorisation, whichever costs less (see ``solve_by_cost``): the systems are
+    graph Laplacians plus positive terms, whose factorisations fill in badly on k-NN
+    graphs of many-dimensional features, while a product with them costs one pass
+    over their non-zeros. The caller places each component afterwards (conjugate
+    gradients leave the pinned items free). ``direct`` factorises whatever the cost.
     """
     system = sparse.csr_matrix(system)
-    if direct or len(rhs) <= DIRECT_MAX_SIZE:
+
+    def factorise():  # the pinned rows and columns replaced by the identity's: symmetric
         keep = sparse.diags((~pinned).astype(float))
-        pinned_system = keep @ system + sparse.diags(pinned.astype(float))
-        scores = factorised(pinned_system).solve(np.where(pinned, 0.0, rhs))
-        return scores, {"status": "solved", "n_iter": 0}
-    return conjugate_gradients(system, rhs, start)
+        pinned_system = keep @ system @ keep + sparse.diags(pinned.astype(float))
+        return factorised(pinned_system).solve(np.where(pinned, 0.0, rhs))
+
+    if direct:
+        return factorise(), {"status": "solved", "n_iter": 0, "solver": "factorisation"}
+    return solve_by_cost(system, rhs, start, factorise=factorise)
 
 
 def solve_two_scales(prior, pair_prior, pull, kappa, *, null, pinned, start):
@@ -218,7 +262,7 @@ def paired_components(label, pairs):
     return has_pair
 
 
-def conjugate_gradients(system, rhs, start):
+def conjugate_gradients(system, rhs, start, max_iter=None):
     diagonal = system.diagonal()
     preconditioner = sparse.diags(
         np.divide(1.0, diagonal, out=np.ones_like(diagonal), where=diagonal > 0)
@@ -229,7 +273,7 @@ def conjugate_gradients(system, rhs, start):
         nonlocal n_iter
         n_iter += 1
 
-    max_iter = 20 * len(rhs)
+    max_iter = 20 * len(rhs) if max_iter is None else max_iter
     scores, failed = cg(system, rhs, x0=start, rtol=TOLERANCE, atol=0.0, maxiter=max_iter,
                         M=preconditioner, callback=count)
     status = "maximum iterations reached" if failed else "solved"  # fit reports it
