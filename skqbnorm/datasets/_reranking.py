@@ -14,6 +14,12 @@ from ._wordnet import load_wordnet_revdict
 
 #: Fewest items a category needs to be a query (its examples come out of them).
 MIN_EMOJI, MIN_NOUNS = 10, 20
+#: The loaders' parameters, alike for both tasks.
+PARAMETERS = {
+    "n_items": [NotBool(Integral, 2, None, closed="left")],
+    "n_examples": [NotBool(Integral, 1, None, closed="left")],
+    "random_state": ["random_state"],
+}
 
 
 def _load(name):
@@ -66,14 +72,7 @@ def query_by_example(texts, features, labels, *, min_members, n_items, n_example
     )
 
 
-@validate_params(
-    {
-        "n_items": [NotBool(Integral, 2, None, closed="left")],
-        "n_examples": [NotBool(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=True,
-)
+@validate_params(PARAMETERS, prefer_skip_nested_validation=True)
 def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
     """Visual reranking of emoji found by their names, one query per emoji subgroup.
 
@@ -132,14 +131,7 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
                  DESCR=load_emoji_reranking.__doc__.split("\n\n")[1])
 
 
-@validate_params(
-    {
-        "n_items": [NotBool(Integral, 2, None, closed="left")],
-        "n_examples": [NotBool(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=True,
-)
+@validate_params(PARAMETERS, prefer_skip_nested_validation=True)
 def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
     """Reranking of nouns found by their definitions, one query per WordNet category.
 
