@@ -51,13 +51,12 @@ def test_relevance_is_the_items_category_and_examples_are_of_it(task):
 
 
 def test_initial_scores_are_the_engines_top_list(task):
-    # Independent reference, query by query: the cosine of each item's TF-IDF vector
-    # to the examples' mean, densely; the list is the top of the non-examples.
+    # Reference, query by query: the cosine of each item's TF-IDF vector to the
+    # examples' mean vector; the list is the top of the non-examples.
     data, texts, _, _, _ = task
     vectors = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True).fit_transform(texts)
-    vectors = vectors.toarray()
     for query in (0, len(data.query_names) - 1):
-        centroid = vectors[data.examples[query]].mean(axis=0)
+        centroid = np.asarray(vectors[data.examples[query]].mean(axis=0)).ravel()
         expected = vectors @ (centroid / np.linalg.norm(centroid))
         rows = data.groups == query
         assert_allclose(data.initial_scores[rows], expected[data.item_ids[rows]], atol=1e-12)
