@@ -59,7 +59,7 @@ class HingeReranker(PairwiseReranker):
         The default (with ``pairs="rho_adjacent"``) is the choice of the held-out
         study ``scripts/reranker_defaults_study.py`` (best mean change of average
         precision on training queries of the digits, emoji and WordNet tasks, c
-        over decades); digits alone prefer c = 0.1 (see the user guide).
+        over decades); on digits alone c = 0.1 gains more (see the user guide).
     margin : float, default=1.0
         The hinge margin > 0, in units of the root mean square initial gap of the
         selected pairs. A unit only: it scales the scores, not their order (under
