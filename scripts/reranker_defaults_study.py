@@ -89,9 +89,12 @@ TASKS = {
 
 
 def grid(cls):
-    """Every setting of ``cls`` the study tries: c, and pairs and initial where it has them."""
+    """Every setting of ``cls`` the study tries: c, pairs and initial where it has them
+    (a class with none of them is tried at its defaults)."""
     params = cls().get_params()
-    axes = {"c": C_GRID}
+    axes = {}
+    if "c" in params:
+        axes["c"] = C_GRID
     if "pairs" in params:
         axes["pairs"] = PAIRS
     if "initial" in params:
