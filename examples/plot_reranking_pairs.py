@@ -57,7 +57,7 @@ for name, reranker in rerankers.items():
 # Every reranker improves on the initial list here, most with intervals clear of zero.
 # With all pairs the far pairs set the mean squared gap, so the near pairs weigh more
 # than with rho-adjacent pairs, and c must be searched lower (here 1e-4 instead of the
-# default 0.03). Ten queries make the intervals wide: the ordering of the rerankers is
+# default 1). Ten queries make the intervals wide: the ordering of the rerankers is
 # not settled by this data.
 fig, ax = plt.subplots(figsize=(7, 4))
 names = list(changes)

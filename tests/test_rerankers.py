@@ -202,7 +202,10 @@ def test_reranking_raises_map_on_digits(digits_lists, reranker):
     features, initial, groups, relevance = digits_lists
     before = mean_average_precision(initial, relevance, groups)
     after = mean_average_precision(reranker.fit_predict(features, initial, groups=groups), relevance, groups)
-    assert after > before + 0.02, (before, after)
+    # +0.01: the defaults (c = 1, scripts/reranker_defaults_study.py) trust the initial
+    # list more than digits alone would ask; the study's held-out digits queries gain
+    # +0.012 to +0.031 (95% interval) with PreferenceStrengthReranker() there.
+    assert after > before + 0.01, (before, after)
 
 
 def test_groups_rerank_independently_and_in_parallel(rng):

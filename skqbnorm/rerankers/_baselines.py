@@ -28,10 +28,12 @@ class PointwiseReranker(BayesianReranker):
 
     Parameters
     ----------
-    c : float, default=0.03
+    c : float, default=1.0
         Weight of the distance against the visual-consistency prior, > 0 and
         dimensionless: large c keeps the initial scores, small c gives graph-smooth
-        scores (each component at its mean).
+        scores (each component at its mean). The default (with
+        ``initial="scores"``) is the choice of the held-out study
+        ``scripts/reranker_defaults_study.py``, as for the other rerankers.
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -77,7 +79,7 @@ class PointwiseReranker(BayesianReranker):
         "laplacian": [StrOptions({"unnormalised", "normalised"})],
     }
 
-    def __init__(self, c=0.03, *, graph="knn", n_neighbors=10, sigma="median",
+    def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalised", initial="scores", n_positive=10, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
                          n_positive=n_positive, n_jobs=n_jobs)
@@ -124,7 +126,9 @@ class RandomWalkReranker(BayesianReranker):
     Parameters
     ----------
     c : float, default=1.0
-        ``(1 - alpha) / alpha``; large ``c`` keeps the initial scores, > 0.
+        ``(1 - alpha) / alpha``; large ``c`` keeps the initial scores, > 0. The
+        held-out study ``scripts/reranker_defaults_study.py`` keeps this default
+        (with ``initial="scores"``).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
