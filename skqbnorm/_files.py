@@ -21,7 +21,7 @@ from tokenize import TokenError
 import numpy as np
 from sklearn.utils import gen_batches
 
-from ._stats import all_finite, rows_per_chunk
+from ._core import all_finite, rows_per_chunk
 
 
 class CommandError(Exception):

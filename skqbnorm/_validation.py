@@ -17,7 +17,7 @@ from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, column_or_1d
 
-from ._stats import all_finite, check_finite_block
+from ._core import all_finite, check_finite_block
 
 # Frames a warning looks past, to the caller's line: this package's own, and those of
 # scikit-learn (its fit wrappers, Pipeline, GridSearchCV) and joblib (GridSearchCV's

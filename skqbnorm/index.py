@@ -15,7 +15,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._stats import finite_mean
+from ._core import finite_mean
 from .normalisers import (
     CSLS,
     DualDynamicInvertedSoftmax,

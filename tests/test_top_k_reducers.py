@@ -26,17 +26,17 @@ from skqbnorm import (
     QueryBankZNorm,
     SinkhornNormalisation,
 )
-from skqbnorm._stats import (
+from skqbnorm._core import (
     ColumnTopKMean,
     GroupedColumnTopKMean,
     ProbeMatrix,
     RowTopKUnion,
-    _top_k_of_union,
     reduce_bank,
     row_top_k,
     row_top_k_indices,
     top_k_mask,
 )
+from skqbnorm._core._column_top_k import _top_k_of_union
 
 
 def column_top_k_mean(values, k):

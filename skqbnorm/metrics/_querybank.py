@@ -6,7 +6,7 @@ import numpy as np
 from scipy.stats import ks_2samp, wasserstein_distance
 from sklearn.utils.validation import check_array
 
-from .._stats import ProbeMatrix, prepare_embeddings
+from .._core import ProbeMatrix, prepare_embeddings
 from .._validation import check_embeddings, float_dtype, naming, warn_caller
 from ..normalisers._dbnorm import DualDynamicInvertedSoftmax
 from ..normalisers._softmax import DynamicInvertedSoftmax

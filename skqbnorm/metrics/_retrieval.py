@@ -3,7 +3,7 @@
 import numpy as np
 from sklearn.utils import gen_batches
 
-from .._stats import rows_per_chunk
+from .._core import rows_per_chunk
 from .._validation import check_int, check_option, check_sims, check_vector
 
 RECALL_KS = (1, 5, 10, 50)

@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
-from .._stats import ColumnLogSumExp, RowTopKUnion, excess_over_mean
+from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
