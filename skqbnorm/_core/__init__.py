@@ -24,6 +24,7 @@ from ._probe import ProbeMatrix, prepare_embeddings
 from ._top_k import (
     RowTopKUnion,
     merge_top_k,
+    row_top1,
     row_top_k,
     row_top_k_indices,
     top_k_mask,
@@ -64,6 +65,7 @@ __all__ = [
     "prepare_embeddings",
     "reduce_bank",
     "reduce_rows",
+    "row_top1",
     "row_top_k",
     "row_top_k_indices",
     "rows_per_chunk",

@@ -36,6 +36,23 @@ def _partition_top_k_mask(block, k):
     at_kth = block == kth
     missing = k - above.sum(axis=1, keepdims=True)
     return above | (at_kth & (np.cumsum(at_kth, axis=1) <= missing))
+def row_top1(block, first_column=0, previous=None):
+    """Each row's largest entry and its column, ties to the lowest column: (values, columns).
+
+    ``first_column`` numbers the block's columns. ``previous`` is the result over the
+    earlier columns of the same rows, which an equal value does not displace: the
+    top-1 of rows fed in column chunks, in order, is that of the whole rows.
+    """
+    columns = block.argmax(axis=1)
+    values = block[np.arange(len(block)), columns]
+    if first_column:
+        columns += first_column
+    if previous is None:
+        return values, columns
+    better = values > previous[0]
+    return np.where(better, values, previous[0]), np.where(better, columns, previous[1])
+
+
 def row_top_k_indices(block, k):
     """Each row's k largest entries, best first, ties to the lowest index: (indices, values).
 
@@ -47,8 +64,8 @@ def row_top_k_indices(block, k):
     n_rows, n_columns = block.shape
     k = min(int(k), n_columns)
     if k == 1:
-        best = block.argmax(axis=1)[:, None]
-        return best, np.take_along_axis(block, best, axis=1)
+        values, best = row_top1(block)
+        return best[:, None], values[:, None]
     # Many groups (over 4k) tighten the bound, and long runs make the maxima fast.
     n_groups = min(n_columns // 4, max(4 * k, 1024))
     if n_groups < k:  # groups too small for a useful bound
