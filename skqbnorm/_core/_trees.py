@@ -272,6 +272,18 @@ class RowMoments:
     def __init__(self):
         self.tree, self.pending, self.start, self.moments = None, None, 0, None
 
+    @classmethod
+    def given(cls, mean, std):
+        """The state of rows whose moments are known (e.g. from embeddings): ``result()`` is them."""
+        state = cls()
+        state.moments = (mean, std)
+        return state
+
+    def rows(self, rows):
+        """The finished state of some of the rows (an index of them)."""
+        mean, std = self.result()
+        return self.given(mean[rows], std[rows])
+
     def update(self, block):
         """Add the next columns of the rows; returns self."""
         if self.tree is None:
