@@ -25,7 +25,8 @@ CORE = ("skqbnorm._core",)
 SHARED = ("skqbnorm._validation", "skqbnorm._ranks", "skqbnorm._dask", "skqbnorm._files")
 #: What may sit on top: nothing below them may import these.
 TOP = ("skqbnorm.catalogue", "skqbnorm.compare", "skqbnorm._compare", "skqbnorm._evaluation",
-       "skqbnorm.cli", "skqbnorm.__main__", "skqbnorm.index", "skqbnorm.plotting")
+       "skqbnorm.cli", "skqbnorm._cli_commands", "skqbnorm.__main__", "skqbnorm.index",
+       "skqbnorm.plotting")
 #: The one module of ``normalisers`` above ``metrics``: the gate reads the diagnostics.
 GATE = "skqbnorm.normalisers._querybank_gate"
 
