@@ -424,7 +424,7 @@ def _rows_of(row_state, rows):
     if row_state is None:
         return None
     if isinstance(row_state, RowMoments):
-        return row_state.rows(rows)
+        return row_state.take(rows)
     if isinstance(row_state, tuple):
         return tuple(part[rows] for part in row_state)
     return row_state[rows]

@@ -279,7 +279,7 @@ class RowMoments:
         state.moments = (mean, std)
         return state
 
-    def rows(self, rows):
+    def take(self, rows):
         """The finished state of some of the rows (an index of them)."""
         mean, std = self.result()
         return self.given(mean[rows], std[rows])
