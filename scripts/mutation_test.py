@@ -24,7 +24,7 @@ UPPER_CASE constants (tuning parameters whose values do not change results).
 
 Usage::
 
-    .venv/bin/python scripts/mutation_test.py --list --module _stats
+    .venv/bin/python scripts/mutation_test.py --list --module _core/_trees
     .venv/bin/python scripts/mutation_test.py --module metrics/_hubness.py --jobs 2
     .venv/bin/python scripts/mutation_test.py --module _ranks --scope 'count_greater' \\
         --json /tmp/mutation.json
@@ -82,10 +82,10 @@ RERANKER_TESTS = [
     "tests/test_rerankers.py",
 ]
 TEST_RULES = [
-    # The later normalisers' tests too: MP, NNN and DBNorm use _stats' moments, sorted
+    # The later normalisers' tests too: MP, NNN and DBNorm use the core's moments, sorted
     # rows and columns and soft maxima.
     (
-        "skqbnorm/_stats.py",
+        "skqbnorm/_core/_[!_]*.py",
         [
             *NORMALISER_TESTS,
             "tests/test_later_normalisers.py",

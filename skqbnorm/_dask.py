@@ -6,7 +6,7 @@ imports it unless a dask array is passed.
 
 import numpy as np
 
-from ._stats import ProbeMatrix, _reduce_rows, alignment
+from ._core import ProbeMatrix, alignment, reduce_rows
 
 
 def is_dask_array(array):
@@ -53,7 +53,7 @@ def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
 
 def _reduce_block(block, gallery_t, metric, dtype, reducers, first_row, working_memory):
     probe = ProbeMatrix(block, gallery_t, metric, dtype)
-    return _reduce_rows(probe, reducers, first_row, working_memory)
+    return reduce_rows(probe, reducers, first_row, working_memory)
 
 
 def _merge(reducers, others=None):

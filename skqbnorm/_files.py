@@ -21,7 +21,8 @@ from tokenize import TokenError
 import numpy as np
 from sklearn.utils import gen_batches
 
-from ._stats import all_finite, rows_per_chunk
+from ._core import all_finite, rows_per_chunk
+from ._validation import check_relevance
 
 
 class CommandError(Exception):
@@ -212,23 +213,10 @@ def load_gt(path, shape):
 
 def relevance_matrix(gt, shape, where):
     """A 2-D gt: 0/1 (or boolean) of the shape of --sims, with a relevant item per query."""
-    if gt.shape != tuple(shape):
-        raise CommandError(
-            f"{where}: a relevance matrix gt must have the shape of --sims {tuple(shape)}; "
-            f"got {gt.shape}."
-        )
-    bad = np.argwhere((gt != 0) & (gt != 1))
-    if bad.size:
-        row, column = bad[0]
-        raise CommandError(
-            f"{where}: a relevance matrix holds only 0 and 1; query {row}, gallery item "
-            f"{column} has {gt[row, column]}."
-        )
-    relevant = gt.astype(bool)
-    empty = np.flatnonzero(~relevant.any(axis=1))
-    if empty.size:
-        raise CommandError(f"{where}: query {empty[0]} has no relevant gallery item.")
-    return relevant
+    try:
+        return check_relevance(gt, shape, of="--sims")
+    except ValueError as error:
+        raise CommandError(f"{where}: {error}") from None
 
 
 # -- the output: never an input, reserved before the evaluation, replaced at the end ------

@@ -17,7 +17,7 @@ from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, column_or_1d
 
-from ._stats import all_finite, check_finite_block
+from ._core import all_finite, check_finite_block
 
 # Frames a warning looks past, to the caller's line: this package's own, and those of
 # scikit-learn (its fit wrappers, Pipeline, GridSearchCV) and joblib (GridSearchCV's
@@ -194,13 +194,39 @@ def check_labels(values, name, length, of="scores"):
             f"inconsistent numbers of samples: {name} has shape {labels.shape}, "
             f"{of} has shape ({length},)."
         )
-    if labels.dtype == bool:
-        return labels
-    binary = labels.dtype.kind in "biuf" and np.isin(labels, (0, 1))
+    return _booleans(labels, name, name)
+
+
+def check_relevance(gt, shape, name="gt", of="sims"):
+    """A relevance matrix: booleans (or 0/1) of ``shape``, the shape of ``of``, with a
+    relevant item in every row (query); returned as booleans."""
+    shape = tuple(shape)
+    if gt.shape != shape:
+        raise ValueError(
+            f"A relevance matrix {name} must have the shape of {of} {shape}; got {gt.shape}."
+        )
+    relevant = _booleans(gt, name, f"A relevance matrix {name}", f" (shape {shape})")
+    missing = np.flatnonzero(~relevant.any(axis=1))
+    if missing.size:
+        raise ValueError(
+            f"Every query needs a relevant item in {name} (shape {shape}); "
+            f"rows {missing[:5]} have none ({missing.size} of {shape[0]} rows)."
+        )
+    return relevant
+
+
+def _booleans(values, name, subject, detail=""):
+    """``values`` (an array) as booleans, or an error naming its first entry not 0/1."""
+    if values.dtype == bool:
+        return values
+    binary = values.dtype.kind in "biuf" and np.isin(values, (0, 1))
     if not np.all(binary):
-        first = np.flatnonzero(~np.broadcast_to(binary, labels.shape))[0]
-        raise ValueError(f"{name} must hold booleans or 0/1; {name}[{first}] is {labels[first]}.")
-    return labels.astype(bool)
+        first = tuple(np.argwhere(~np.broadcast_to(binary, values.shape))[0])
+        position = ", ".join(str(index) for index in first)
+        raise ValueError(
+            f"{subject} must hold booleans or 0/1{detail}; {name}[{position}] is {values[first]}."
+        )
+    return values.astype(bool)
 
 
 def check_sims(sims, name="sims"):

@@ -8,7 +8,7 @@ import inspect
 from collections import namedtuple
 from typing import NamedTuple
 
-from . import (
+from .normalisers import (
     CSLS,
     Centering,
     DualBankSinkhornNormalisation,

@@ -15,7 +15,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._stats import finite_mean
+from ._core import RowMoments, finite_mean
 from .normalisers import (
     CSLS,
     DualDynamicInvertedSoftmax,
@@ -41,16 +41,6 @@ def import_faiss():
             "`pip install skqbnorm[faiss]` (or `pip install faiss-cpu`)."
         ) from error
     return faiss
-
-
-class _RowMoments:
-    """A row-moments state for MutualProximity's scores: ``result()`` -> (mean, std)."""
-
-    def __init__(self, mean, std):
-        self.mean, self.std = mean, std
-
-    def result(self):
-        return self.mean, self.std
 
 
 class NormalisedIndex(BaseEstimator):
@@ -353,7 +343,7 @@ class NormalisedIndex(BaseEstimator):
             mean, covariance = self._gallery_moments
             variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
             mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
-            return _RowMoments(mean, np.sqrt(np.maximum(variance, 0))), None, sims
+            return RowMoments.given(mean, np.sqrt(np.maximum(variance, 0))), None, sims
         top1, top_value = (best[:, 0] for best in best_k(raw, sims, 1))
         if isinstance(normaliser, (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax)):
             return (top_value, top1), top1, sims
@@ -433,8 +423,8 @@ def _rows_of(row_state, rows):
     """The part of a row state that belongs to a chunk of rows."""
     if row_state is None:
         return None
-    if isinstance(row_state, _RowMoments):
-        return _RowMoments(row_state.mean[rows], row_state.std[rows])
+    if isinstance(row_state, RowMoments):
+        return row_state.take(rows)
     if isinstance(row_state, tuple):
         return tuple(part[rows] for part in row_state)
     return row_state[rows]

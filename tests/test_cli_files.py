@@ -395,9 +395,9 @@ BAD_GTS = {
     "relevance of the wrong shape": (lambda gt: np.eye(N_GALLERY + 1, dtype=bool)[gt],
                                      r"shape of --sims \(20, 30\); got \(20, 31\)"),
     "relevance not 0/1": (lambda gt: 2 * np.eye(N_GALLERY, dtype=int)[gt],
-                          f"query 0, gallery item {0} has 2"),
+                          r"gt\[0, 0\] is 2"),
     "query without relevant item": (lambda gt: np.eye(N_GALLERY, dtype=bool)[gt] & (
-        np.arange(N_QUERIES) != 5)[:, None], "query 5 has no relevant gallery item"),
+        np.arange(N_QUERIES) != 5)[:, None], r"rows \[5\] have none"),
 }
 
 
@@ -406,7 +406,7 @@ def test_a_bad_gt_is_one_line_naming_the_query(files, capsys, tmp_path, name, no
     change, message = BAD_GTS[name]
     gt = np.load(files["--gt"])
     if name == "relevance not 0/1":
-        message = f"query 0, gallery item {gt[0]} has 2"
+        message = rf"gt\[0, {gt[0]}\] is 2"
     np.save(tmp_path / "bad_gt.npy", change(gt))
     err = refused(argv(files, gt=tmp_path / "bad_gt.npy"), capsys)
     assert err.startswith(f"skqbnorm evaluate: error: --gt {tmp_path / 'bad_gt.npy'}: ")

@@ -10,7 +10,7 @@ distributed = pytest.importorskip("dask.distributed")
 
 from joblib import parallel_config
 
-import skqbnorm._stats
+import skqbnorm._core._trees
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
 NORMALISERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
@@ -79,7 +79,7 @@ def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(clien
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
     # Tied similarities, and leaves of 4 rows that the dask chunks (33 rows) cut.
-    monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+    monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
     bank = np.round(rng.normal(size=(301, 40)), 2)
     bank[:, :3] += 1.0
     queries = np.round(rng.normal(size=(50, 40)), 2)

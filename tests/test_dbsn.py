@@ -11,7 +11,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-import skqbnorm._stats
+import skqbnorm._core._trees
 from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
@@ -236,7 +236,7 @@ def test_warns_when_tol_is_not_reached(rng):
 @pytest.fixture(params=["small leaves", "default leaves"])
 def leaves(request, monkeypatch):
     if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 def fit_inputs(rng, tmp_path, embedded):

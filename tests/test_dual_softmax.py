@@ -9,7 +9,7 @@ from scipy.special import softmax
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 
-import skqbnorm._stats
+import skqbnorm._core._trees
 from skqbnorm import DualSoftmax
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
@@ -103,7 +103,7 @@ def test_embedding_mode_matches_reference(rng, metric):
 @pytest.fixture(params=["small leaves", "default leaves"])
 def leaves(request, monkeypatch):
     if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("embedded", [False, True])

@@ -91,7 +91,7 @@ def test_hubness_from_counts_refuses_k_zero():
         hubness_from_counts([1, 2], k=0)
 
 
-# --------------------------------------------------------------------------- _stats
+# ----------------------------------------------------------------------- the core
 
 
 def test_finite_check_accepts_values_whose_squares_overflow():

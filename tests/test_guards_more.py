@@ -22,14 +22,14 @@ from skqbnorm import (
     HingeReranker,
     PreferenceStrengthReranker,
     RandomWalkReranker,
-    _stats,
 )
-from skqbnorm._stats import (
+from skqbnorm._core import (
     ColumnLogSumExp,
     ColumnMean,
     ColumnMoments,
     ColumnTree,
     ProbeMatrix,
+    _parallel,
     alignment,
     embedding_products,
     leaf_rows,
@@ -195,8 +195,8 @@ def test_jobs_share_the_blas_threads(monkeypatch, cpu_count, expected):
         recorded.append((limits, user_api))
         return contextlib.nullcontext()
 
-    monkeypatch.setattr(_stats, "threadpool_limits", record_limits)
-    monkeypatch.setattr(_stats.os, "cpu_count", lambda: cpu_count)
+    monkeypatch.setattr(_parallel, "threadpool_limits", record_limits)
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: cpu_count)
     _recorded_reduction(np.ones((4, 2)), 1, n_jobs=2)
     assert recorded == [(expected, "blas")]
     assert type(recorded[0][0]) is int

@@ -14,7 +14,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-import skqbnorm._stats
+import skqbnorm._core._trees
 from skqbnorm import (
     CSLS,
     Centering,
@@ -27,7 +27,7 @@ from skqbnorm import (
     SinkhornNormalisation,
 )
 from skqbnorm import NearestNeighborNormalization as NNN
-from skqbnorm._stats import ColumnMoments, ProbeMatrix, RowMoments, reduce_bank
+from skqbnorm._core import ColumnMoments, ProbeMatrix, RowMoments, reduce_bank
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 
@@ -221,7 +221,7 @@ def test_embedding_mode_equals_precomputed_and_reference(rng, name, metric):
 @pytest.fixture(params=["small leaves", "default leaves"])
 def leaves(request, monkeypatch):
     if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -305,7 +305,7 @@ def test_dask_fit_and_transform(rng, name):
 
 @pytest.mark.parametrize("leaf_cap", [1, 4, 256])
 def test_column_moments_against_closed_forms(monkeypatch, leaf_cap):
-    monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", leaf_cap)
+    monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", leaf_cap)
     for n_rows in range(1, 20):
         # 1..n: mean (n + 1) / 2, variance (n^2 - 1) / 12; and a constant column
         columns = np.column_stack([np.arange(1.0, n_rows + 1), np.full(n_rows, 0.1)])

@@ -9,7 +9,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import logsumexp
 from sklearn.base import clone
 
-import skqbnorm._stats
+import skqbnorm._core._trees
 import skqbnorm.normalisers._base
 from skqbnorm import (
     CSLS,
@@ -24,8 +24,7 @@ from skqbnorm import (
     QueryBankZNorm,
     SinkhornNormalisation,
 )
-from skqbnorm._ranks import count_greater
-from skqbnorm._stats import (
+from skqbnorm._core import (
     ColumnLogSumExp,
     ColumnMean,
     ProbeMatrix,
@@ -34,6 +33,7 @@ from skqbnorm._stats import (
     reduce_bank,
     top_k_mask,
 )
+from skqbnorm._ranks import count_greater
 
 import reference as ref
 
@@ -264,7 +264,7 @@ def test_float32_scores_keep_the_similarities_resolution(rng, make):
 @pytest.fixture(params=["small leaves", "default leaves"])
 def leaves(request, monkeypatch):
     if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
@@ -290,7 +290,7 @@ def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
 
 @pytest.mark.parametrize("leaf_cap", [1, 2, 4, 256])
 def test_column_trees_against_closed_forms(monkeypatch, leaf_cap):
-    monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", leaf_cap)
+    monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", leaf_cap)
     for n_rows in range(1, 20):
         column = np.arange(1.0, n_rows + 1)[:, None]  # sums exact in float64
         for working_memory in (1e-5, None):

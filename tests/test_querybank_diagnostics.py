@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
+from skqbnorm import DualDynamicInvertedSoftmax, DynamicInvertedSoftmax
 from skqbnorm.datasets import load_wordnet_revdict
 from skqbnorm.metrics import QueryBankDiagnostics, QueryBankWarning, querybank_diagnostics
 
@@ -235,7 +236,47 @@ def test_bundled_banks(bundled, mode, bank_name, expected):
     ({"bank": np.array([["a"] * 5] * 4), "queries": np.ones((3, 5))}, ValueError, "bank"),
     ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "gallery_bank": np.ones((2, 4))},
      ValueError, r"\(2, 4\)"),
+    ({"bank": np.ones((4, 3)), "queries": np.ones((3, 3)), "gallery": np.ones((5, 3)),
+      "gallery_bank": np.ones((2, 4))}, ValueError, r"gallery_bank has shape \(2, 4\)"),
+    ({"bank": np.ones((4, 3)), "queries": np.ones((3, 3)), "gallery": np.ones((5, 2))},
+     ValueError, r"bank has shape \(4, 3\), gallery has shape \(5, 2\)"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "k": True}, TypeError, "k=True"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "k": 0}, ValueError, "k=0"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "metric": "l2"}, ValueError,
+     "metric='l2'"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "working_memory": 0}, ValueError,
+     "working_memory"),
+    ({"bank": [[1.0, np.inf, 0, 0, 0]], "queries": np.ones((3, 5))}, ValueError,
+     "bank contains NaN or infinity"),
 ])
 def test_bad_input(kwargs, error, pattern):
     with pytest.raises(error, match=pattern):
         querybank_diagnostics(**kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("embedded", [False, True])
+def test_activation_sets_are_those_dis_and_dbnorm_learn(dtype, embedded):
+    """The coverage figures read the activation sets that DIS (and the dynamic DBNorm,
+    with a gallery bank) learn from the same bank, at any working_memory."""
+    rng = np.random.default_rng(3)
+    bank, queries, gallery, gallery_bank = (
+        rng.normal(size=(n, 8)).astype(dtype) for n in (300, 40, 500, 120))
+    if embedded:
+        inputs, fit = (bank, queries), {"gallery": gallery}
+        extra = gallery_bank
+    else:
+        inputs, fit = (unit_rows(bank) @ unit_rows(gallery).T,
+                       unit_rows(queries) @ unit_rows(gallery).T), {}
+        extra = unit_rows(gallery_bank) @ unit_rows(gallery).T
+    dis = DynamicInvertedSoftmax(k=3).fit(inputs[0], **fit)
+    dual = DualDynamicInvertedSoftmax(k=3).fit(inputs[0], gallery_bank=extra, **fit)
+    query_item = (dis.similarities(queries) if embedded else inputs[1]).argmax(axis=1)
+    for working_memory in (None, 0.01):
+        report = querybank_diagnostics(*inputs, k=3, gallery_bank=extra, warn=False,
+                                       working_memory=working_memory, **fit)
+        assert report.gallery_coverage == dis.activated_.mean()
+        assert report.dis_share == dis.activated_[query_item].mean()
+        assert report.gallery_bank_coverage == dual.gallery_bank_activated_.mean()
+        either = dual.activated_ | dual.gallery_bank_activated_
+        assert report.dual_dis_share == either[query_item].mean()

@@ -7,7 +7,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skqbnorm._stats
+import skqbnorm._core._trees
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
 NORMALISERS = [
@@ -37,7 +37,7 @@ FITTED_ARRAYS = (
 def leaves(request, monkeypatch):
     """Leaves of 4 rows make every split cut the reduction trees in many places."""
     if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
+        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)

@@ -26,17 +26,18 @@ from skqbnorm import (
     QueryBankZNorm,
     SinkhornNormalisation,
 )
-from skqbnorm._stats import (
+from skqbnorm._core import (
     ColumnTopKMean,
     GroupedColumnTopKMean,
     ProbeMatrix,
     RowTopKUnion,
-    _top_k_of_union,
     reduce_bank,
+    row_top1,
     row_top_k,
     row_top_k_indices,
     top_k_mask,
 )
+from skqbnorm._core._column_top_k import _top_k_of_union
 
 
 def column_top_k_mean(values, k):
@@ -334,3 +335,25 @@ def test_probe_entries_broadcast_rows_and_columns_either_way(rng):
     for bank in (values, np.asfortranarray(values)):
         assert_array_equal(ProbeMatrix(bank).entries(rows, columns), values[rows, columns])
         assert_array_equal(ProbeMatrix(bank).entries(columns, rows), values[columns, rows])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_top1_of_column_chunks_is_that_of_whole_rows(rng, dtype):
+    # Few distinct values: most rows have ties, many across chunks (the lowest column wins).
+    block = rng.integers(0, 4, size=(50, 37)).astype(dtype)
+    block[3] = 7.0  # a constant row: column 0
+    expected = block.argmax(axis=1)
+    values, columns = row_top1(block)
+    assert_array_equal(columns, expected)
+    assert_array_equal(values, block.max(axis=1))
+    assert values.dtype == dtype
+    for cuts in ([0, 37], [0, 1, 36, 37], [0, 5, 6, 20, 37]):
+        state = None
+        for start, stop in itertools.pairwise(cuts):
+            state = row_top1(block[:, start:stop], start, state)
+        assert_array_equal(state[1], expected)
+        assert_array_equal(state[0], block.max(axis=1))
+    # The k = 1 selection is the same search.
+    indices, best = row_top_k_indices(block, 1)
+    assert_array_equal(indices[:, 0], expected)
+    assert_array_equal(best[:, 0], block.max(axis=1))

@@ -4,7 +4,7 @@ import numpy as np
 from scipy.stats import skew
 from sklearn.utils import gen_batches
 
-from .._stats import rows_per_chunk, top_k_mask
+from .._core import rows_per_chunk, top_k_mask
 from .._validation import check_int, check_sims, check_vector
 
 

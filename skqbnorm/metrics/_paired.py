@@ -9,7 +9,7 @@ import numpy as np
 from scipy.stats import binom
 from sklearn.utils import gen_batches
 
-from .._stats import finite_mean, rows_per_chunk
+from .._core import finite_mean, rows_per_chunk
 from .._validation import check_int, check_option, check_real, check_sims, check_vector
 from ._ranking import _average_precisions
 from ._retrieval import TIES, _document_ties, _hits, correct_item_ranks

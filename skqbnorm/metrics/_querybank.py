@@ -6,10 +6,16 @@ import numpy as np
 from scipy.stats import ks_2samp, wasserstein_distance
 from sklearn.utils.validation import check_array
 
-from .._stats import ProbeMatrix, prepare_embeddings
-from .._validation import check_embeddings, float_dtype, naming, warn_caller
-from ..normalisers._dbnorm import DualDynamicInvertedSoftmax
-from ..normalisers._softmax import DynamicInvertedSoftmax
+from .._core import ProbeMatrix, RowTopKUnion, prepare_embeddings, reduce_bank, row_top1
+from .._validation import (
+    check_embeddings,
+    check_int,
+    check_option,
+    check_real,
+    float_dtype,
+    naming,
+    warn_caller,
+)
 
 # Warning thresholds, set on the bundled WordNet data's banks over the ten splits of
 # scripts/far_domain_study.py, from similarities only (never the queries' answers).
@@ -220,21 +226,31 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     """
     if not isinstance(warn, (bool, np.bool_)):
         raise TypeError(f"warn must be a bool, got {warn!r}.")
+    k = check_int(k, "k", 1)
+    check_option(metric, "metric", ("cosine", "dot"))
+    if working_memory is not None and check_real(working_memory, "working_memory") <= 0:
+        raise ValueError(f"working_memory must be > 0 (MiB) or None; got {working_memory}.")
     bank, queries = _checked_pair(bank, queries, gallery)
-    fitted = _fitted_gate(bank, gallery, gallery_bank, k, metric, working_memory)
-    gallery_t = None if gallery is None else fitted.gallery_embeddings_.T
+    gallery_t = None if gallery is None else _prepared_gallery(bank, gallery, metric)
+    n_bank, n_gallery = len(bank), bank.shape[1] if gallery is None else gallery_t.shape[1]
+    check_int(k, "k", 1, n_gallery, where=f" (at most the {n_gallery} gallery items)")
+    bank_dtype = float_dtype(bank, "bank") if gallery is None else gallery_t.dtype
+    activated = _activated(ProbeMatrix(bank, gallery_t, metric, bank_dtype, "bank"), k,
+                           working_memory)
+    gallery_bank_activated = None if gallery_bank is None else _activated(
+        _gallery_bank_probe(gallery_bank, gallery_t, n_gallery, metric), k, working_memory)
     dtype = _dtype(bank, queries, gallery)
-    bank_top1, _ = row_top1(ProbeMatrix(bank, gallery_t, metric, dtype, "bank"), working_memory)
-    query_top1, query_item = row_top1(
+    bank_top1, _ = streamed_row_top1(ProbeMatrix(bank, gallery_t, metric, dtype, "bank"),
+                                     working_memory)
+    query_top1, query_item = streamed_row_top1(
         ProbeMatrix(queries, gallery_t, metric, dtype, "queries"), working_memory
     )
-    n_bank, n_gallery = len(bank), fitted.n_features_in_
     figures = {
         "n_bank": n_bank, "n_queries": len(queries), "n_gallery": n_gallery, "k": k,
-        "gallery_coverage": float(fitted.activated_.mean()),
-        "activation_diversity": float(fitted.activated_.sum() / min(k * n_bank, n_gallery)),
-        "dis_share": float(fitted.activated_[query_item].mean()),
-        **_gallery_bank_figures(fitted, query_item),
+        "gallery_coverage": float(activated.mean()),
+        "activation_diversity": float(activated.sum() / min(k * n_bank, n_gallery)),
+        "dis_share": float(activated[query_item].mean()),
+        **_gallery_bank_figures(activated, gallery_bank_activated, query_item),
         "bank_top1_median": float(np.median(bank_top1)),
         "query_top1_median": float(np.median(query_top1)),
         **_ks_figures(bank_top1, query_top1),
@@ -279,14 +295,44 @@ def _dtype(bank, queries, gallery):
     return np.result_type(*(float_dtype(array, "input") for array in arrays))
 
 
-def _fitted_gate(bank, gallery, gallery_bank, k, metric, working_memory):
-    """DIS (or dynamic DBNorm, with a gallery bank) fitted for its activation sets."""
-    # beta only shapes the soft maxima, unused here; 1 keeps them far from overflow.
-    if gallery_bank is None:
-        gate = DynamicInvertedSoftmax(beta=1.0, k=k, metric=metric, working_memory=working_memory)
-        return gate.fit(bank, gallery=gallery)
-    gate = DualDynamicInvertedSoftmax(beta1=1.0, k=k, metric=metric, working_memory=working_memory)
-    return gate.fit(bank, gallery=gallery, gallery_bank=gallery_bank)
+def _prepared_gallery(bank, gallery, metric):
+    """The transposed gallery embeddings, ready for a dot product with the bank's.
+
+    In the bank's and the gallery's common float dtype, prepared as the normalisers'
+    fit prepares them, so that the activation sets are the ones DIS would learn.
+    """
+    gallery = check_embeddings(gallery, "gallery")
+    if bank.shape[1] != gallery.shape[1]:
+        raise ValueError(
+            f"bank and gallery must have the same number of embedding dimensions: bank has "
+            f"shape {bank.shape}, gallery has shape {gallery.shape}."
+        )
+    dtype = np.result_type(float_dtype(bank, "bank"), gallery.dtype)
+    return prepare_embeddings(gallery.astype(dtype, copy=False), metric).T
+
+
+def _gallery_bank_probe(gallery_bank, gallery_t, n_gallery, metric):
+    """The gallery bank's similarities to the gallery, in the bank's form, checked."""
+    if gallery_t is None:
+        sims = _checked_sims(gallery_bank, "gallery_bank")
+        width, what = n_gallery, "gallery items (columns of similarities)"
+    else:
+        sims = check_embeddings(gallery_bank, "gallery_bank")
+        width, what = gallery_t.shape[0], "embedding dimensions"
+    if sims.shape[1] != width:
+        raise ValueError(
+            f"gallery_bank has shape {sims.shape}, but the gallery has {n_gallery} items: "
+            f"gallery_bank must have {width} {what}, as bank has."
+        )
+    if gallery_t is None:
+        return ProbeMatrix(sims, dtype=float_dtype(sims, "gallery_bank"), name="gallery_bank")
+    return ProbeMatrix(sims, gallery_t, metric, gallery_t.dtype, name="gallery_bank")
+
+
+def _activated(probe, k, working_memory):
+    """The activation set of DIS: the gallery items among some bank row's top ``k``."""
+    n_gallery = probe.shape[1]
+    return reduce_bank(probe, lambda: [RowTopKUnion(n_gallery, k)], working_memory)[0].mask
 
 
 def _ks_figures(bank_top1, query_top1):
@@ -294,22 +340,20 @@ def _ks_figures(bank_top1, query_top1):
     return {"top1_ks": float(test.statistic), "top1_ks_pvalue": float(test.pvalue)}
 
 
-def _gallery_bank_figures(fitted, query_item):
-    activated = getattr(fitted, "gallery_bank_activated_", None)
-    if activated is None:
+def _gallery_bank_figures(activated, gallery_bank_activated, query_item):
+    if gallery_bank_activated is None:
         return {"gallery_bank_coverage": None, "dual_dis_share": None}
-    either = fitted.activated_[query_item] | activated[query_item]
-    return {"gallery_bank_coverage": float(activated.mean()),
+    either = activated[query_item] | gallery_bank_activated[query_item]
+    return {"gallery_bank_coverage": float(gallery_bank_activated.mean()),
             "dual_dis_share": float(either.mean())}
 
 
-def row_top1(probe, working_memory=None):
+def streamed_row_top1(probe, working_memory=None):
     """Each row's largest value and its column (the lowest among ties), streamed."""
     values = np.empty(probe.shape[0], dtype=probe.dtype)
     columns = np.empty(probe.shape[0], dtype=np.intp)
     for rows, block in probe.blocks(working_memory, n_buffers=2):
-        columns[rows] = block.argmax(axis=1)
-        values[rows] = block[np.arange(len(block)), columns[rows]]
+        values[rows], columns[rows] = row_top1(block)
     return values, columns
 
 
@@ -322,7 +366,8 @@ def nearest_bank_similarity(bank, others=None, *, metric="cosine", working_memor
     dtype = np.result_type(bank.dtype, np.float32 if others is None else others.dtype)
     bank_t = prepare_embeddings(np.asarray(bank, dtype=dtype), metric).T
     if others is not None:
-        return row_top1(ProbeMatrix(others, bank_t, metric, dtype, "queries"), working_memory)[0]
+        probe = ProbeMatrix(others, bank_t, metric, dtype, "queries")
+        return streamed_row_top1(probe, working_memory)[0]
     chosen = np.unique(np.linspace(0, len(bank) - 1, min(len(bank), MAX_REFERENCE_ROWS)).astype(int))
     nearest = np.empty(len(chosen), dtype=dtype)
     for rows, block in ProbeMatrix(bank[chosen], bank_t, metric, dtype, "bank").blocks(

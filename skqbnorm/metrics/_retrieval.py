@@ -3,8 +3,8 @@
 import numpy as np
 from sklearn.utils import gen_batches
 
-from .._stats import rows_per_chunk
-from .._validation import check_int, check_option, check_sims, check_vector
+from .._core import rows_per_chunk
+from .._validation import check_int, check_option, check_relevance, check_sims, check_vector
 
 RECALL_KS = (1, 5, 10, 50)
 
@@ -111,7 +111,7 @@ def _best_correct_score(sims, gt):
     n_queries, n_gallery = sims.shape
     gt = np.asarray(gt)
     if gt.ndim == 2:
-        relevant = _relevance_matrix(gt, sims.shape)
+        relevant = check_relevance(gt, sims.shape)
         return np.where(relevant, sims, -np.inf).max(axis=1), relevant
     if gt.ndim != 1 or len(gt) != n_queries:
         raise ValueError(
@@ -126,30 +126,6 @@ def _best_correct_score(sims, gt):
             f"{sims.shape}; got values in [{gt.min()}, {gt.max()}]."
         )
     return sims[np.arange(n_queries), gt], None
-
-
-def _relevance_matrix(gt, shape):
-    if gt.shape != shape:
-        raise ValueError(
-            f"A relevance matrix gt must have the shape of sims: gt has shape "
-            f"{gt.shape}, sims has shape {shape}."
-        )
-    if gt.dtype != bool:
-        binary = gt.dtype.kind in "biuf" and np.isin(gt, (0, 1))
-        if not np.all(binary):
-            row, column = np.argwhere(~np.broadcast_to(binary, shape))[0]
-            raise ValueError(
-                f"A relevance matrix gt must hold booleans or 0/1 (shape {shape}); "
-                f"gt[{row}, {column}] is {gt[row, column]}."
-            )
-    relevant = gt.astype(bool)
-    missing = np.flatnonzero(~relevant.any(axis=1))
-    if missing.size:
-        raise ValueError(
-            f"Every query needs a relevant item in gt (shape {shape}); "
-            f"rows {missing[:5]} have none ({missing.size} of {shape[0]} rows)."
-        )
-    return relevant
 
 
 def recall_at_k(ranks, k, *, ties="official"):

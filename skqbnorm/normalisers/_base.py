@@ -9,8 +9,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._dask import is_dask_array, reduce_dask_bank, transform_dask
-from .._stats import (
+from .._core import (
     PRODUCT_MEMORY,
     ProbeMatrix,
     all_finite,
@@ -24,6 +23,7 @@ from .._stats import (
     row_top_k_indices,
     rows_per_chunk,
 )
+from .._dask import is_dask_array, reduce_dask_bank, transform_dask
 from .._validation import (
     FLOAT_DTYPES,
     NotBool,
@@ -80,7 +80,7 @@ class QueryBankNormaliser(OneToOneFeatureMixin, TransformerMixin, BaseEstimator)
     dtype's range are clipped with a warning). The fitted state, hence every score,
     is bitwise the same for every ``working_memory``, ``n_jobs`` and dask chunking:
     sums and soft maxima are combined over a fixed binary tree of aligned groups of
-    bank rows (``skqbnorm._stats.ColumnTree``). Blocks therefore hold at least one
+    bank rows (``skqbnorm._core.ColumnTree``). Blocks therefore hold at least one
     such group (at most 16 MiB of float64), and in embedding mode the similarities
     are computed in fixed products of up to 2,048 bank rows (whose rounding is then
     BLAS's, which may depend on the number of BLAS threads each job gets).

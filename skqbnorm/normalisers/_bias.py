@@ -15,6 +15,8 @@ row, and the raw search for the gate is the search with ``[q, 0]``.
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._core import row_top1
+
 
 class BiasFormMixin:
     """Per-gallery bias and augmented vectors of a bias-form normaliser.
@@ -179,7 +181,7 @@ class BiasFormMixin:
         gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
         top1 = np.empty(len(prepared), dtype=np.intp)
         for start in range(0, len(prepared), 256):  # blocks of 256 queries bound the memory
-            top1[start : start + 256] = (prepared[start : start + 256] @ gallery.T).argmax(axis=1)
+            top1[start : start + 256] = row_top1(prepared[start : start + 256] @ gallery.T)[1]
         return top1
 
     def _fitted_gallery(self):

@@ -4,7 +4,7 @@ from numbers import Real
 
 import numpy as np
 
-from .._stats import ColumnMean
+from .._core import ColumnMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin

@@ -4,7 +4,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .._stats import ColumnTopKMean, finite_mean, row_top_k
+from .._core import ColumnTopKMean, finite_mean, row_top_k
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin

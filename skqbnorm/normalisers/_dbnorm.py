@@ -4,7 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._stats import ColumnLogSumExp, RowTopKUnion, excess_over_mean
+from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin

@@ -4,7 +4,7 @@ from numbers import Real
 
 import numpy as np
 
-from .._stats import ColumnLogSumExp, all_finite
+from .._core import ColumnLogSumExp, all_finite
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 

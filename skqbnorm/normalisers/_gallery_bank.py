@@ -29,13 +29,13 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils.validation import check_array
 
-from .._dask import is_dask_array, reduce_dask_bank
-from .._stats import (
+from .._core import (
     ProbeMatrix,
     check_finite_block,
     prepare_embeddings,
     reduce_bank,
 )
+from .._dask import is_dask_array, reduce_dask_bank
 from .._validation import check_embeddings, float_dtype, naming
 
 #: How error messages name the querybank's precomputed similarities to the gallery bank.

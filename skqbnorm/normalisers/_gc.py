@@ -3,8 +3,8 @@
 import numpy as np
 from sklearn.utils import gen_batches
 
+from .._core import all_finite, check_finite_block, rows_per_chunk
 from .._ranks import ColumnRanks, SortedColumns
-from .._stats import all_finite, check_finite_block, rows_per_chunk
 from ._base import QueryBankNormaliser, fill_blocks
 
 

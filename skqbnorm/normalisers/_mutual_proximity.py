@@ -4,8 +4,8 @@ import numpy as np
 from scipy.special import log_ndtr
 from sklearn.utils._param_validation import StrOptions
 
+from .._core import ColumnMoments, RowMoments
 from .._ranks import ColumnRanks, SortedColumns, SortedRows
-from .._stats import ColumnMoments, RowMoments
 from ._base import QueryBankNormaliser
 
 

@@ -4,7 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from .._stats import ColumnTopKMean
+from .._core import ColumnTopKMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin

@@ -6,7 +6,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._stats import ColumnLogSumExp, ProbeMatrix, all_finite, excess_over_mean
+from .._core import ColumnLogSumExp, ProbeMatrix, all_finite, excess_over_mean
 from .._validation import NotBool, warn_caller
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin

@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
-from .._stats import ColumnLogSumExp, RowTopKUnion, excess_over_mean
+from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean, row_top1
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
@@ -233,13 +233,7 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
 
     def _row_state(self, sims, columns, state=None):
         """Each row's top-1 so far: (value, gallery index); ties keep the lowest index."""
-        local = sims.argmax(axis=1)
-        value = sims[np.arange(len(sims)), local]
-        index = local + (columns.start or 0)
-        if state is None:
-            return value, index
-        better = value > state[0]
-        return np.where(better, value, state[0]), np.where(better, index, state[1])
+        return row_top1(sims, columns.start or 0, state)
 
     def _score(self, sims, columns, row_state, out):
         # Normalise every row, then restore those left raw. With whole rows the

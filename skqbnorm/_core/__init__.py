@@ -1,0 +1,73 @@
+"""The streaming core: what every layer above reads the bank and the queries with.
+
+Small modules by responsibility, lowest first; none imports anything of skqbnorm
+outside this package:
+
+- ``_memory``: memory budgets and the fixed sizes of matrix products;
+- ``_finite``: the fast finiteness test and the errors naming a NaN, an infinity or
+  an overflow;
+- ``_moments``: means and moments that neither overflow nor underflow;
+- ``_probe``: ``ProbeMatrix``, row blocks of the bank-by-gallery similarities;
+- ``_trees``: column reductions over a fixed tree of bank rows (soft maxima, means,
+  moments), bitwise the same for every split, and ``RowMoments``;
+- ``_column_top_k``: the mean of every column's k largest entries;
+- ``_top_k``: each row's top 1 and top k (selection, the activation set, merging);
+- ``_parallel``: ``reduce_bank``, the driver that runs the reducers in jobs.
+"""
+
+from ._column_top_k import ColumnTopKMean, GroupedColumnTopKMean
+from ._finite import all_finite, check_finite_block, embedding_products, gallery_item
+from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
+from ._moments import excess_over_mean, finite_mean, moments
+from ._parallel import alignment, blas_share, reduce_bank, reduce_rows
+from ._probe import ProbeMatrix, prepare_embeddings
+from ._top_k import (
+    RowTopKUnion,
+    merge_top_k,
+    row_top1,
+    row_top_k,
+    row_top_k_indices,
+    top_k_mask,
+)
+from ._trees import (
+    ColumnLogSumExp,
+    ColumnMean,
+    ColumnMoments,
+    ColumnTree,
+    RowMoments,
+    leaf_rows,
+)
+
+__all__ = [
+    "DEFAULT_WORKING_MEMORY",
+    "MIN_PRODUCT_ROWS",
+    "PRODUCT_MEMORY",
+    "ColumnLogSumExp",
+    "ColumnMean",
+    "ColumnMoments",
+    "ColumnTopKMean",
+    "ColumnTree",
+    "GroupedColumnTopKMean",
+    "ProbeMatrix",
+    "RowMoments",
+    "RowTopKUnion",
+    "alignment",
+    "all_finite",
+    "blas_share",
+    "check_finite_block",
+    "embedding_products",
+    "excess_over_mean",
+    "finite_mean",
+    "gallery_item",
+    "leaf_rows",
+    "merge_top_k",
+    "moments",
+    "prepare_embeddings",
+    "reduce_bank",
+    "reduce_rows",
+    "row_top1",
+    "row_top_k",
+    "row_top_k_indices",
+    "rows_per_chunk",
+    "top_k_mask",
+]

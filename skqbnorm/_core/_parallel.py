@@ -1,0 +1,87 @@
+"""The parallel driver: reduce the probe matrix in jobs of whole row groups, then merge.
+
+Every block of bank rows is fed to a few *reducers* that keep only O(N) state (GC's
+sorted columns excepted); jobs hold whole groups of rows, so that each reducer's
+result is bitwise independent of the split (see ``_trees.ColumnTree``).
+"""
+
+import itertools
+import os
+from functools import partial
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from threadpoolctl import threadpool_limits
+
+from ._memory import DEFAULT_WORKING_MEMORY
+
+
+def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
+    """Reduce the probe matrix with the reducers ``make_reducers()`` returns.
+
+    With several jobs, each reduces a contiguous range of bank rows (threads share
+    the bank; under joblib's dask backend each task receives only its rows) within
+    its share of ``working_memory``, and the partial reducers are merged. Every
+    reducer's result is bitwise independent of the split (see ``ColumnTree``).
+
+    Two optional hooks let a reducer use what the probe allows: ``for_probe(probe)``
+    returns the reducer to use in its place (``ColumnTopKMean`` turns into
+    ``GroupedColumnTopKMean`` on a precomputed bank, which it reads again), and
+    ``reattach(probe)`` hands the merged reducer the probe that a job's copy from
+    another process travelled without.
+    """
+    n_rows = probe.shape[0]
+    make_reducers = partial(_reducers_for, probe, make_reducers)
+    first = make_reducers()
+    align = probe.alignment(alignment(first))  # whole leaves and products per job
+    n_groups = -(-n_rows // align)
+    n_parts = max(1, min(effective_n_jobs(n_jobs), n_groups))
+    if n_parts == 1:
+        return reduce_rows(probe, first, 0, working_memory)
+    bounds = np.minimum(np.linspace(0, n_groups, n_parts + 1).astype(int) * align, n_rows)
+    share = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) / n_parts
+    with blas_share(n_parts):
+        parts = Parallel(n_jobs=n_jobs, prefer="threads")(
+            delayed(reduce_rows)(
+                probe.rows(slice(start, stop)),
+                first if start == 0 else make_reducers(),
+                start,
+                share,
+            )
+            for start, stop in itertools.pairwise(bounds)
+        )
+    reducers = parts[0]
+    for part in parts[1:]:
+        for reducer, other in zip(reducers, part):
+            reducer.merge(other)
+    for reducer in reducers:  # a job's copy from another process travels without the bank
+        if hasattr(reducer, "reattach"):
+            reducer.reattach(probe)
+    return reducers
+
+
+def _reducers_for(probe, make_reducers):
+    """The reducers of ``make_reducers()``, each replaced by its ``for_probe(probe)`` where it has one."""
+    return [reducer.for_probe(probe) if hasattr(reducer, "for_probe") else reducer for reducer in make_reducers()]
+
+
+def blas_share(n_parts):
+    """Context in which each of ``n_parts`` parallel jobs may use its share of the cores.
+
+    The jobs share the cores: BLAS (the embedding products) must not spawn its own
+    threads on top, or both oversubscribe.
+    """
+    return threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas")
+
+
+def alignment(reducers):
+    """Rows per group that blocks must keep whole: the largest leaf of the reducers' trees."""
+    return max((getattr(reducer, "leaf_rows", 1) for reducer in reducers), default=1)
+
+
+def reduce_rows(probe, reducers, first_row, working_memory):
+    """Feed every block of ``probe`` (its rows numbered from ``first_row``) to ``reducers``."""
+    for rows, block in probe.blocks(working_memory, first_row=first_row, align=alignment(reducers)):
+        for reducer in reducers:
+            reducer.update(block, rows)
+    return reducers

@@ -1,0 +1,128 @@
+"""The probe matrix ``P``: row blocks of bank-by-gallery similarities, given or computed.
+
+A normaliser's fit reads ``P`` (M x N) once, as blocks of bank rows whose size is
+bounded by a memory budget. ``P`` is either given (an array or an ``np.memmap``,
+read block by block) or computed block by block from bank and gallery embeddings.
+"""
+
+import numpy as np
+from sklearn.preprocessing import normalize
+
+from ._finite import check_finite_block, embedding_products
+from ._memory import MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
+
+
+def prepare_embeddings(embeddings, metric):
+    """Embeddings ready for a dot product under ``metric`` (unit rows for cosine).
+
+    For cosine, every row is first scaled by a power of two (exact) to a largest
+    magnitude in [0.5, 1), so that its norm neither overflows nor underflows,
+    whatever the embeddings' scale (1e200 or 1e-170 alike). The unit rows are
+    C-ordered whatever the input's layout, so that their norms sum in one order.
+    """
+    if metric == "cosine":
+        _, exponent = np.frexp(np.abs(embeddings).max(axis=1, initial=0))
+        scaled = np.ldexp(embeddings, -exponent[:, None].astype(np.int32), order="C")
+        return normalize(scaled, norm="l2", copy=False)
+    return embeddings
+
+
+class ProbeMatrix:
+    """Row blocks of the probe matrix ``P``, precomputed or from embeddings.
+
+    Parameters
+    ----------
+    bank : ndarray of shape (M, N) or (M, d)
+        The precomputed similarities (``gallery_t`` is None) or the bank embeddings.
+    gallery_t : ndarray of shape (d, N) or None
+        Prepared, transposed gallery embeddings.
+    metric : str
+        Used to prepare each block of bank embeddings.
+    dtype : numpy dtype
+        The dtype of every block.
+    name : str
+        What error messages (NaN, overflow) call the bank's rows.
+    """
+
+    def __init__(self, bank, gallery_t=None, metric="dot", dtype=np.float64, name="querybank"):
+        self.bank = bank
+        self.gallery_t = gallery_t
+        self.metric = metric
+        self.dtype = np.dtype(dtype)
+        self.name = name
+
+    @property
+    def shape(self):
+        n_columns = self.bank.shape[1] if self.gallery_t is None else self.gallery_t.shape[1]
+        return self.bank.shape[0], n_columns
+
+    def rows(self, rows):
+        """The probe matrix restricted to a range of bank rows."""
+        return ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype, self.name)
+
+    def block(self, rows, first_row=0):
+        """The block ``P[rows]`` as an in-memory array of ``self.dtype``.
+
+        Non-float input (e.g. an int16 memmap) is cast here, one block at a time.
+        ``first_row`` numbers the rows in error messages.
+        """
+        if self.gallery_t is None:
+            return np.asarray(self.bank[rows], dtype=self.dtype)
+        queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
+        first = slice(first_row + rows.start, first_row + rows.stop)
+        return embedding_products(queries, self.gallery_t, first, self.name, self.metric)
+
+    def entries(self, rows, columns):
+        """The precomputed similarities ``P[rows, columns]`` (index arrays, broadcast) as ``self.dtype``."""
+        if self.gallery_t is not None:
+            raise NotImplementedError("entries of a probe matrix computed from embeddings")
+        bank = self.bank
+        rows, columns = np.broadcast_arrays(rows, columns)
+        if isinstance(bank, np.ndarray) and bank.flags.c_contiguous:
+            flat = rows * bank.shape[1]
+            flat += columns
+            values = np.take(bank, flat)  # flat indices: a faster gather
+        else:
+            values = bank[rows, columns]
+        return np.asarray(values, dtype=self.dtype)
+
+    def product_rows(self, align=1):
+        """Bank rows per matrix product in embedding mode: a power of two, at least ``align``.
+
+        Up to ``MIN_PRODUCT_ROWS`` rows within ``PRODUCT_MEMORY`` MiB (smaller products
+        waste the matrix product's packing of the gallery), whatever the budget: BLAS
+        may round a row differently in products of other sizes, so the products are
+        fixed groups of rows, aligned to absolute row numbers.
+        """
+        n_columns = self.shape[1]
+        affordable = rows_per_chunk(n_columns, self.dtype.itemsize, PRODUCT_MEMORY, n_buffers=1)
+        return max(align, 1 << (min(MIN_PRODUCT_ROWS, affordable).bit_length() - 1))
+
+    def alignment(self, align=1):
+        """Rows per group that blocks and jobs must keep whole (see ``blocks``)."""
+        return align if self.gallery_t is None else self.product_rows(align)
+
+    def blocks(self, working_memory=None, n_buffers=3, first_row=0, align=1):
+        """Row blocks within the memory budget, with their rows numbered from ``first_row``.
+
+        Blocks hold whole groups of ``align`` rows (the leaves of the reduction
+        trees, see ``ColumnTree``), so a tiny budget still reads one group at a time.
+        In embedding mode the similarities are computed in products of
+        ``product_rows`` bank rows, then handed on in budget-sized slices.
+        ``first_row`` is a multiple of ``alignment(align)``.
+        """
+        n_rows, n_columns = self.shape
+        step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
+        step = max(align, step - step % align)
+        product_step = step if self.gallery_t is None else self.product_rows(align)
+        for start in range(0, n_rows, product_step):
+            product = self.block(slice(start, min(start + product_step, n_rows)), first_row)
+            for offset in range(0, len(product), step):
+                block = product[offset : offset + step]
+                rows = slice(first_row + start + offset, first_row + start + offset + len(block))
+                self.check(block, rows)
+                yield rows, block
+
+    def check(self, block, rows):
+        """An error naming the first NaN/inf of a block of the rows numbered ``rows``."""
+        check_finite_block(block, rows, self.name)
