@@ -19,7 +19,9 @@ result, rules it out of a default). Each task's queries are split in half at ran
 (seed 0). A setting's training score is the mean over the training tasks of the
 mean change of average precision over the initial list on that task's training
 queries (each task weighs the same); the choice is the setting with the highest
-training score, ties to the first in grid order. Held-out queries are reranked with
+training score, ties to the first in grid order. The neighbourhood rerankers
+(k-reciprocal, diffusion, query expansion) have no c, pairs or initial-score mode of
+that kind: each is tried on its own small grid (``OWN_AXES``) by the same rule. Held-out queries are reranked with
 the same grid only to cache their average precisions; the choice never reads them.
 
 Splits:
@@ -45,9 +47,12 @@ import numpy as np
 from reranker_c_study import cached
 
 from skqbnorm import (
+    DiffusionReranker,
     HingeReranker,
+    KReciprocalReranker,
     PointwiseReranker,
     PreferenceStrengthReranker,
+    QueryExpansionReranker,
     RandomWalkReranker,
 )
 from skqbnorm.datasets import (
@@ -59,12 +64,20 @@ from skqbnorm.metrics import average_precisions, paired_mean_change
 from skqbnorm.rerankers import _base
 
 #: The rerankers studied, each with its own grid (see ``grid``): one line each.
-RERANKERS = [HingeReranker, PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker]
+RERANKERS = [HingeReranker, PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker,
+             KReciprocalReranker, DiffusionReranker, QueryExpansionReranker]
 #: The point-wise baseline every other reranker is also compared with, head to head.
 BASELINE = PointwiseReranker
 C_GRID = (0.01, 0.1, 1.0, 10.0)
 PAIRS = ("rho_adjacent", "top_bottom", "clustering")
 INITIAL = ("scores", "rank")
+#: The neighbourhood rerankers' own axes: each takes the initial scores beside the
+#: features' cosines (k-reciprocal, query expansion: "minmax" puts any scale on [0, 1]).
+OWN_AXES = {
+    KReciprocalReranker: {"initial": ("minmax",), "k1": (10, 20), "lambda_value": (0.1, 0.3)},
+    DiffusionReranker: {"alpha": (0.5, 0.9, 0.99), "n_neighbors": (10, 50)},
+    QueryExpansionReranker: {"initial": ("minmax",), "alpha": (1.0, 3.0), "n_query": (5, 10)},
+}
 SEED = 0
 
 
@@ -92,6 +105,9 @@ def grid(cls):
     """Every setting of ``cls`` the study tries: c, pairs and initial where it has them
     (a class with none of them is tried at its defaults)."""
     params = cls().get_params()
+    if cls in OWN_AXES:
+        axes = dict(OWN_AXES[cls])
+        return [dict(zip(axes, values, strict=True)) for values in itertools.product(*axes.values())]
     axes = {}
     if "c" in params:
         axes["c"] = C_GRID

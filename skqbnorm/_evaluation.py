@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from . import QueryBankGate, SinkhornNormalisation
 from .catalogue import (
     DEFAULTS,
     GALLERY_BANK_OPTIONS,
@@ -31,6 +30,7 @@ from .catalogue import (
 from .metrics import QueryBankWarning, hubness, querybank_diagnostics
 from .metrics._paired import compare_outcomes, metric_names, query_outcomes
 from .metrics._retrieval import metrics_of_ranks
+from .normalisers import QueryBankGate, SinkhornNormalisation
 
 COLUMNS = ("R@1", "R@5", "R@10", "MdR", "MnR", "skewness")
 #: The R@K cut-offs of the changes against raw similarities, and their interval's coverage.
