@@ -1,6 +1,7 @@
 """Querybank normalisers: scikit-learn transformers that rescale query similarities."""
 
-from ._base import QueryBankNormaliser
+from ._base import BankPasses, QueryBankNormaliser
+from ._capabilities import Capabilities
 from ._centering import Centering
 from ._csls import CSLS
 from ._dbnorm import DualDynamicInvertedSoftmax, DualInvertedSoftmax
@@ -14,6 +15,8 @@ from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
 __all__ = [
     "CSLS",
+    "BankPasses",
+    "Capabilities",
     "Centering",
     "DualBankSinkhornNormalisation",
     "DualDynamicInvertedSoftmax",

@@ -7,6 +7,7 @@ import numpy as np
 from .._stats import ColumnLogSumExp, all_finite
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._capabilities import Capabilities
 
 
 class DualSoftmax(QueryBankNormaliser):
@@ -100,6 +101,8 @@ class DualSoftmax(QueryBankNormaliser):
     >>> normaliser.transform([[0.8, 0.5]]).round(4)
     array([[0.3921, 0.2201]])
     """
+
+    capabilities = Capabilities(transductive=True, index="rerank")
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,

@@ -8,6 +8,7 @@ from .._stats import ColumnTopKMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 
 
 class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
@@ -88,6 +89,8 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
     >>> normaliser.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
     array([[0.175, 0.375]])
     """
+
+    capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,

@@ -9,6 +9,8 @@ from .._stats import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
+from ._serving import best_k
 
 
 class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
@@ -97,6 +99,8 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     >>> normaliser.transform([[0.5, 0.5]]).round(4)
     array([[0.85, 0.15]])
     """
+
+    capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
@@ -208,6 +212,8 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     array([[0.2, 0.5, 0.3]])
     """
 
+    capabilities = Capabilities(bias_form=True, whole_rows=True, gated=True, index="bias")
+
     _parameter_constraints: dict = {
         **InvertedSoftmax._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
@@ -240,6 +246,11 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
             return value, index
         better = value > state[0]
         return np.where(better, value, state[0]), np.where(better, index, state[1])
+
+    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+        """Each query's raw top-1 from the index: (value, gallery index), as ``_row_state``."""
+        top1, top_value = (best[:, 0] for best in best_k(neighbours, neighbour_sims, 1))
+        return top_value, top1
 
     def _score(self, sims, columns, row_state, out):
         # Normalise every row, then restore those left raw. With whole rows the
