@@ -23,6 +23,7 @@ from skqbnorm import (
     NearestNeighborNormalization,
     QueryBankZNorm,
     SinkhornNormalisation,
+    catalogue,
 )
 from skqbnorm.index import NormalisedIndex, import_faiss
 
@@ -40,7 +41,7 @@ def small_data(seed=0):
 
 
 def fit(normaliser, data):
-    dual = isinstance(normaliser, (DualInvertedSoftmax, DualBankSinkhornNormalisation))
+    dual = normaliser.capabilities.gallery_bank is not None
     extra = {"gallery_bank": data["gallery_bank"]} if dual else {}
     return normaliser.fit(data["bank"], gallery=data["gallery"], **extra)
 
@@ -58,6 +59,13 @@ BIAS_FORM = [
     DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1),
 ]
 RERANKED = [GloballyCorrected(), QueryBankZNorm(), MutualProximity(), DualSoftmax()]
+
+
+def test_the_lists_cover_the_catalogue():
+    """Every normaliser the catalogue lists is tested here, by how it declares it is served."""
+    assert {type(n) for n in BIAS_FORM} == set(catalogue.normalisers(index="bias"))
+    assert {type(n) for n in RERANKED} == set(catalogue.normalisers(index="rerank"))
+    assert catalogue.normalisers(index=None) == []
 
 
 def ids(normalisers):

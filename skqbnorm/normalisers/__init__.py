@@ -1,6 +1,7 @@
 """Querybank normalisers: scikit-learn transformers that rescale query similarities."""
 
 from ._base import BankPasses, QueryBankNormaliser
+from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 from ._centering import Centering
 from ._csls import CSLS
@@ -16,6 +17,7 @@ from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 __all__ = [
     "CSLS",
     "BankPasses",
+    "BiasFormMixin",
     "Capabilities",
     "Centering",
     "DualBankSinkhornNormalisation",

@@ -126,6 +126,17 @@ class DualSoftmax(QueryBankNormaliser):
             )
         self.bank_soft_max_ = soft_max
 
+    def _overflow_cause(self, similarity, item):
+        """A similarity within the range of cosines of the bank's soft maximum c
+        (``|s - c| <= 2``) overflows only through the temperature: exp((s - c) / T)."""
+        if abs(similarity - self.bank_soft_max_[item]) <= 2:
+            return (
+                f"temperature={self.temperature!r} is too small for these similarities: "
+                "the weights exp((s - c) / temperature) of similarities above the bank's soft "
+                "maxima c overflow float64. Use a larger temperature."
+            )
+        return None
+
     def _score(self, sims, columns, row_state, out):
         with np.errstate(over="ignore", under="ignore"):
             temperature = sims.dtype.type(self.temperature)

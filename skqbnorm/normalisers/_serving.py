@@ -197,12 +197,24 @@ class ServingMixin:
             )
             np.minimum(out, largest, out=out)
             return
+        cause = self._overflow_cause(block[bad], gallery_item(columns, bad[1]))
+        if cause is not None:
+            raise ValueError(
+                f"{cause} ({type(self).__name__}'s scores of the finite similarities X "
+                f"overflow {out.dtype}, first at {where}.)"
+            )
         raise ValueError(
             f"{type(self).__name__}'s scores of the finite similarities X overflow "
             f"{out.dtype}, first at {where}: X spans [{block.min():.6g}, {block.max():.6g}], "
             "too wide a range for these scores. Rescale the similarities (and the "
             "querybank) to a smaller magnitude."
         )
+
+    def _overflow_cause(self, similarity, item):
+        """The parameter to blame when the finite ``similarity`` to gallery ``item``
+        scores beyond float64, as a sentence naming it and what to do; None blames
+        the data."""
+        return
 
     def _row_state(self, sims, columns, state=None):
         """Reduction over a row's columns that the scores need (``capabilities.whole_rows``)."""

@@ -1,0 +1,226 @@
+"""The seams of NormalisedIndex, QueryBankGate and the serving protocol (issue 20)."""
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+from sklearn.preprocessing import StandardScaler
+
+from skqbnorm import (
+    CSLS,
+    DualBankSinkhornNormalisation,
+    DualInvertedSoftmax,
+    DualSoftmax,
+    DynamicInvertedSoftmax,
+    InvertedSoftmax,
+    NearestNeighborNormalization,
+    QueryBankGate,
+)
+
+N_DIMS = 8
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(3)
+    return {
+        "bank": rng.normal(size=(120, N_DIMS)),
+        "gallery": rng.normal(size=(1000, N_DIMS)),
+        "gallery_bank": rng.normal(size=(80, N_DIMS)),
+        "queries": rng.normal(size=(30, N_DIMS)),
+    }
+
+
+def unit(rows):
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def raw_top_k(queries, gallery, k):
+    sims = unit(queries) @ unit(gallery).T
+    return np.argsort(-sims, axis=1, kind="stable")[:, :k]
+
+
+# -- the index --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def index_module():
+    pytest.importorskip("faiss")
+    from skqbnorm import index
+
+    return index
+
+
+def test_the_index_serves_its_own_copy_when_the_normaliser_is_refitted(data, index_module):
+    normaliser = CSLS(k=5).fit(data["bank"], gallery=data["gallery"])
+    index = index_module.NormalisedIndex(normaliser, "Flat").fit()
+    before = index.search(data["queries"], k=5)
+    rng = np.random.default_rng(9)
+    normaliser.fit(rng.normal(size=(50, 4)), gallery=rng.normal(size=(300, 4)))  # another dimension
+    after = index.search(data["queries"], k=5)
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_array_equal(after[1], before[1])
+    assert index.normaliser_ is not normaliser and index.normaliser_.n_features_in_ == 1000
+
+
+@pytest.mark.parametrize("gallery_bank", [False, True])
+def test_an_open_gate_is_served_as_its_normaliser(data, index_module, gallery_bank):
+    inner = DualInvertedSoftmax(beta1=10.0, beta2=5.0) if gallery_bank else DynamicInvertedSoftmax(k=2)
+    extra = {"gallery_bank": data["gallery_bank"]} if gallery_bank else {}
+    gate = QueryBankGate(inner).fit(data["bank"], queries=data["bank"][:60], gallery=data["gallery"], **extra)
+    assert gate.open_
+    indices, scores = index_module.NormalisedIndex(gate, "Flat").fit().search(data["queries"], k=4)
+    expected_indices, expected_scores = gate.top_k(queries=data["queries"], k=4)
+    np.testing.assert_array_equal(indices, expected_indices)
+    np.testing.assert_allclose(scores, expected_scores, rtol=1e-6)
+
+
+def closed_gate(data):
+    """A gate over a bank crowded around one gallery item, far from the queries."""
+    far_bank = 5 * unit(data["gallery"][:1]) + 0.1 * np.random.default_rng(4).normal(size=(120, N_DIMS))
+    with pytest.warns(Warning):
+        return QueryBankGate(InvertedSoftmax()).fit(far_bank, queries=data["bank"][:60],
+                                                    gallery=data["gallery"])
+
+
+def test_a_closed_gate_is_served_raw(data, index_module):
+    gate = closed_gate(data)
+    assert not gate.open_
+    indices, _ = index_module.NormalisedIndex(gate, "Flat").fit().search(data["queries"], k=4)
+    np.testing.assert_array_equal(indices, raw_top_k(data["queries"], data["gallery"], 4))
+
+
+def test_an_unfitted_gate_with_data_is_refused_by_name(data, index_module):
+    index = index_module.NormalisedIndex(QueryBankGate(), "Flat")
+    with pytest.raises(ValueError, match="QueryBankGate needs the queries"):
+        index.fit(data["bank"], gallery=data["gallery"])
+
+
+@pytest.mark.parametrize("name", ["n_candidates", "nprobe", "ef_search", "train_size", "batch_size"])
+def test_bools_are_refused(data, index_module, name):
+    normaliser = InvertedSoftmax().fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match=f"'{name}' parameter"):
+        index_module.NormalisedIndex(normaliser, **{name: True}).fit()
+
+
+def test_a_factory_that_cannot_be_trained_names_a_setting_that_fits(data, index_module):
+    normaliser = NearestNeighborNormalization(k=5).fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match=r"factory='IVF1024,Flat' on 1000 vectors of the 1000-item "
+                                         r"gallery.*factory='IVF16,Flat'") as caught:
+        index_module.NormalisedIndex(normaliser, "IVF1024,Flat").fit()
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    # the suggestion trains
+    index_module.NormalisedIndex(normaliser, "IVF16,Flat").fit()
+    with pytest.raises(ValueError, match=r"on 100 vectors .*train_size=100.*'IVF2,Flat'"):
+        index_module.NormalisedIndex(normaliser, "IVF256,Flat", train_size=100).fit()
+    with pytest.raises(ValueError, match=r"factory='Flat'"):  # no IVF to shrink
+        index_module.NormalisedIndex(normaliser, "PQ3", train_size=100).fit()
+
+
+def test_the_empiric_mutual_proximity_is_refused_by_name(data, index_module):
+    from skqbnorm import MutualProximity
+
+    normaliser = MutualProximity(method="empiric").fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match=r"MutualProximity\(method='empiric'\)"):
+        index_module.NormalisedIndex(normaliser).fit()
+
+
+def test_a_class_declaring_no_index_is_refused_by_name(data, index_module):
+    from skqbnorm.normalisers import Capabilities
+
+    class Unserved(InvertedSoftmax):
+        capabilities = Capabilities(bias_form=True, index=None)
+
+    normaliser = Unserved().fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match="Unserved is not supported by NormalisedIndex"):
+        index_module.NormalisedIndex(normaliser).fit()
+
+
+# -- the gate ---------------------------------------------------------------------------
+
+
+def test_the_gate_wraps_dbsn_on_precomputed_similarities(data):
+    bank_sims = unit(data["bank"]) @ unit(data["gallery"]).T
+    cross = unit(data["bank"]) @ unit(data["gallery_bank"]).T
+    dbsn = DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1)
+    gate = QueryBankGate(dbsn).fit(bank_sims, queries=bank_sims[:60], querybank_to_gallery_bank=cross)
+    assert gate.open_ and gate.normaliser_.n_gallery_bank_ == 80
+    alone = DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1).fit(
+        bank_sims, querybank_to_gallery_bank=cross)
+    query_sims = unit(data["queries"]) @ unit(data["gallery"]).T
+    np.testing.assert_array_equal(gate.transform(query_sims), alone.transform(query_sims))
+    with pytest.raises(ValueError, match="querybank_to_gallery_bank is for .* InvertedSoftmax does not"):
+        QueryBankGate(InvertedSoftmax()).fit(bank_sims, queries=bank_sims, querybank_to_gallery_bank=cross)
+
+
+@pytest.mark.parametrize("wrapped", [StandardScaler(), "DIS", InvertedSoftmax, QueryBankGate()])
+def test_the_gate_refuses_what_is_not_a_normaliser_by_name(data, wrapped):
+    with pytest.raises(ValueError, match=r"QueryBankGate wraps a querybank normaliser.*normaliser="):
+        QueryBankGate(wrapped).fit(data["bank"][:, :5], queries=data["bank"][:, :5])
+
+
+def test_a_gate_fitted_with_a_gallery_bank_uses_it(data):
+    bank_sims = unit(data["bank"]) @ unit(data["gallery"]).T
+    bank_of_gallery = unit(data["gallery_bank"]) @ unit(data["gallery"]).T
+    inner = DualInvertedSoftmax(beta1=10.0, beta2=5.0)
+    gate = QueryBankGate(inner).fit(bank_sims, queries=bank_sims[:60], gallery_bank=bank_of_gallery)
+    alone = DualInvertedSoftmax(beta1=10.0, beta2=5.0).fit(bank_sims, gallery_bank=bank_of_gallery)
+    assert gate.open_ and gate.normaliser_.n_gallery_bank_ == 80
+    query_sims = unit(data["queries"]) @ unit(data["gallery"]).T
+    np.testing.assert_array_equal(gate.transform(query_sims), alone.transform(query_sims))
+    single = DualInvertedSoftmax(beta1=10.0, beta2=5.0).fit(bank_sims)
+    assert not np.array_equal(gate.transform(query_sims), single.transform(query_sims))
+
+
+def test_an_unfitted_gate_is_not_fitted(data):
+    gate = QueryBankGate()
+    for serve in (lambda: gate.transform(data["queries"]), lambda: gate.top_k(data["queries"]),
+                  gate.serving_normaliser, lambda: gate.similarities(data["queries"])):
+        with pytest.raises(NotFittedError):
+            serve()
+
+
+def test_the_gate_serves_raw_with_the_normalisers_checks_when_closed(data):
+    gate = closed_gate(data)
+    served = gate.serving_normaliser()
+    assert served is not gate.normaliser_ and served.capabilities.index == "bias"
+    np.testing.assert_array_equal(served.gallery_bias(), np.zeros(1000))
+    sims = gate.similarities(data["queries"])
+    np.testing.assert_array_equal(gate.transform(sims), sims)
+
+
+# -- the serving protocol ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, bool])
+def test_augmented_vectors_refuse_an_integer_dtype(data, dtype):
+    normaliser = InvertedSoftmax().fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match="dtype must be a floating dtype"):
+        normaliser.augmented_gallery(dtype=dtype)
+    with pytest.raises(ValueError, match="dtype must be a floating dtype"):
+        normaliser.augmented_queries(data["queries"], dtype=dtype)
+    assert normaliser.augmented_gallery(dtype=np.float16).dtype == np.float16
+
+
+def test_query_embeddings_in_place_of_similarities_name_what_to_call(data):
+    normaliser = CSLS(k=3).fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match=r"use transform\(normaliser.similarities\(queries\)\)"):
+        normaliser.transform(data["queries"])
+    with pytest.raises(ValueError, match=r"use top_k\(queries=...\)"):
+        normaliser.top_k(data["queries"])  # positional: X, the similarities
+    # precomputed mode: nothing to suggest, the width is named
+    precomputed = CSLS(k=3).fit(unit(data["bank"]) @ unit(data["gallery"]).T)
+    with pytest.raises(ValueError, match=r"expecting 1000 features as input: the query similarities "
+                                         r"\(shape \(30, 8\)\) need one column per fitted gallery item\.$"):
+        precomputed.transform(data["queries"])
+
+
+def test_an_overflow_through_the_temperature_names_it():
+    rng = np.random.default_rng(0)
+    normaliser = DualSoftmax(temperature=1e-300).fit(rng.uniform(-0.2, 0.8, size=(20, 5)))
+    queries = rng.uniform(-0.2, 0.8, size=(3, 5))
+    queries[0, 0] = 0.95
+    with pytest.raises(ValueError, match=r"^temperature=1e-300 is too small .* Use a larger temperature"):
+        normaliser.transform(queries)
+    # data far above the bank is still blamed on the data
+    with pytest.raises(ValueError, match=r"^DualSoftmax's scores .*Rescale the similarities"):
+        DualSoftmax(temperature=0.1).fit(rng.normal(size=(20, 4))).transform(np.full((1, 4), 100.0))
