@@ -112,6 +112,13 @@ TEST_RULES = [
             "tests/test_later_normalisers.py",
         ],
     ),
+    # The gate and the index, by their own tests and the seams' (fitted with a gallery
+    # bank, unfitted, closed, wrapping DBSN, served by an index).
+    (
+        "skqbnorm/normalisers/_querybank_gate.py",
+        ["tests/test_querybank_gate.py", "tests/test_index_seams.py"],
+    ),
+    ("skqbnorm/index.py", ["tests/test_index.py", "tests/test_index_seams.py"]),
     ("skqbnorm/normalisers/_*.py", NORMALISER_TESTS),
     ("skqbnorm/metrics/_ranking.py", [*METRIC_TESTS, *RERANKER_TESTS]),
     ("skqbnorm/metrics/_scorers.py", [*METRIC_TESTS, "tests/test_model_selection.py"]),
