@@ -170,3 +170,15 @@ def test_capabilities_refuse_contradictions():
         Capabilities(index="flat")
     with pytest.raises(ValueError, match="gallery_bank"):
         Capabilities(gallery_bank="bank")
+
+
+def test_a_registered_toy_enters_the_bad_input_sweep(half_max, tmp_path):
+    from sweep_cases import _normaliser_cases, sweep_normalisers
+    from test_sweep import outcome
+
+    assert "HALFMAX" in sweep_normalisers()
+    cases = _normaliser_cases({"HALFMAX": sweep_normalisers()["HALFMAX"]})
+    assert len(cases) >= 50
+    problems = {case.id: outcome(case, tmp_path) for case in cases}
+    assert not {name: found for name, found in problems.items() if found}
+
