@@ -44,6 +44,20 @@ from .rerankers import (
     RandomWalkReranker,
 )
 
+__all__ = [
+    "METHODS",
+    "RERANKERS",
+    "Method",
+    "Settings",
+    "get_method",
+    "make_normaliser",
+    "method_names",
+    "normalisers",
+    "register",
+    "rerankers",
+    "unregister",
+]
+
 #: The hyperparameter settings of the command line, each a parameter of the normalisers
 #: that name it in ``Method.options``; None keeps the class default.
 Settings = namedtuple(

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._validation import NotBool
 from .normalisers._serving import best_k, take_rows
 
-__all__ = ["NormalisedIndex", "best_k"]
+__all__ = ["NormalisedIndex"]
 
 # Elements (float64) of the blocks that exact scoring gathers: 16 MiB.
 _BLOCK_ELEMENTS = 1 << 21

@@ -224,3 +224,102 @@ def test_an_overflow_through_the_temperature_names_it():
     # data far above the bank is still blamed on the data
     with pytest.raises(ValueError, match=r"^DualSoftmax's scores .*Rescale the similarities"):
         DualSoftmax(temperature=0.1).fit(rng.normal(size=(20, 4))).transform(np.full((1, 4), 100.0))
+
+
+# -- what the mutation tests of skqbnorm/index.py asked for -------------------------------
+
+
+@pytest.mark.parametrize("name", ["n_candidates", "nprobe", "ef_search", "train_size", "batch_size"])
+def test_each_count_takes_one_and_refuses_zero(data, index_module, name):
+    normaliser = DualSoftmax().fit(data["bank"], gallery=data["gallery"])
+    factory = {"nprobe": "IVF16,Flat", "ef_search": "HNSW8", "train_size": "Flat"}.get(name, "Flat")
+    index = index_module.NormalisedIndex(normaliser, factory, **{name: 1}).fit()
+    indices, _ = index.search(data["queries"][:3], k=1)
+    assert indices.shape == (3, 1)
+    with pytest.raises(ValueError, match=f"'{name}' parameter"):
+        index_module.NormalisedIndex(normaliser, factory, **{name: 0}).fit()
+
+
+@pytest.mark.parametrize("train_size", [None, 300, 1000])
+def test_an_ivf_index_is_trained_on_evenly_spaced_items(data, index_module, train_size):
+    """The same index as FAISS builds by hand from every ceil(n / train_size)-th vector."""
+    normaliser = NearestNeighborNormalization(k=5).fit(data["bank"], gallery=data["gallery"])
+    index = index_module.NormalisedIndex(normaliser, "IVF8,Flat", nprobe=1, train_size=train_size).fit()
+    vectors = normaliser.augmented_gallery(dtype=np.float32)
+    step = 1 if train_size is None else -(-1000 // train_size)
+    by_hand = faiss_module().index_factory(vectors.shape[1], "IVF8,Flat", faiss_module().METRIC_INNER_PRODUCT)
+    by_hand.train(np.ascontiguousarray(vectors[::step]))
+    by_hand.add(vectors)
+    by_hand.nprobe = 1
+    queries = normaliser.augmented_queries(data["queries"], dtype=np.float32)
+    np.testing.assert_array_equal(index.search(data["queries"], k=20)[0], by_hand.search(queries, 20)[1])
+
+
+def faiss_module():
+    import faiss
+
+    return faiss
+
+
+@pytest.mark.parametrize(("train_size", "fits"), [(20, 1), (50, 1), (100, 2), (200, 4)])
+def test_the_suggested_ivf_has_39_training_vectors_a_list(data, index_module, train_size, fits):
+    normaliser = InvertedSoftmax().fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match=rf"with {train_size}, use e\.g\. factory='IVF{fits},Flat'"):
+        index_module.NormalisedIndex(normaliser, "IVF512,Flat", train_size=train_size).fit()
+
+
+@pytest.mark.parametrize("normaliser", [
+    DynamicInvertedSoftmax(beta=50.0, k=1), CSLS(k=3), DualSoftmax(), InvertedSoftmax(beta=50.0)],
+    ids=["DIS", "CSLS", "DSL", "IS"])
+def test_the_first_gallery_item_is_found(data, index_module, normaliser):
+    """Gallery item 0 as the raw top-1 (the gate opened by it) and as a candidate."""
+    gallery = data["gallery"]
+    bank = np.vstack([gallery[:40] + 0.01, data["bank"]])  # item 0 activated for the DIS
+    normaliser = normaliser.fit(bank, gallery=gallery)
+    queries = np.vstack([gallery[:3], data["queries"][:5]])
+    index = index_module.NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
+    indices, scores = index.search(queries, k=1000)
+    exact_indices, exact_scores = normaliser.top_k(queries=queries, k=1000)
+    assert (indices == 0).any()
+    if isinstance(normaliser, DualSoftmax):  # reranked: the 50 raw candidates, then -1
+        exact_scores = np.take_along_axis(normaliser.transform(normaliser.similarities(queries)),
+                                          np.maximum(indices, 0), axis=1)
+        np.testing.assert_allclose(scores[:, :50], exact_scores[:, :50], rtol=1e-6)
+        assert (indices[:, :50] >= 0).all()
+        return
+    np.testing.assert_array_equal(indices[:, :1], exact_indices[:, :1])
+    np.testing.assert_allclose(scores[:, :20], exact_scores[:, :20], rtol=1e-6)
+    if isinstance(normaliser, DynamicInvertedSoftmax):
+        assert normaliser.activated_[0]
+
+
+def test_reranking_many_candidates_over_a_large_bank(index_module):
+    """GC's exact scores of 3,000 candidates over a bank of 800: blocks of one query."""
+    from skqbnorm import GloballyCorrected
+
+    rng = np.random.default_rng(5)
+    bank, gallery, queries = rng.normal(size=(800, 6)), rng.normal(size=(3000, 6)), rng.normal(size=(3, 6))
+    normaliser = GloballyCorrected().fit(bank, gallery=gallery)
+    indices, scores = index_module.NormalisedIndex(normaliser, n_candidates=3000).fit().search(queries, k=5)
+    exact_indices, exact_scores = normaliser.top_k(queries=queries, k=5)
+    np.testing.assert_array_equal(indices, exact_indices)
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-12)
+
+
+def test_an_overflow_in_a_later_block_names_its_query(index_module):
+    """Exact scoring works in blocks of queries; an error names the caller's row."""
+    rng = np.random.default_rng(2)
+    gallery = unit(rng.normal(size=(40, 4)))
+    normaliser = DualSoftmax(temperature=1e-300).fit(rng.normal(size=(30, 4)) * 0.01, gallery=gallery)
+    queries = np.tile(-gallery[:1], (1200, 1))
+    queries[1100] = gallery[0]  # far above the bank: exp((s - c) / T) overflows
+    index = index_module.NormalisedIndex(normaliser, n_candidates=2).fit()
+    with pytest.raises(ValueError, match=r"first at X row 1100, gallery item 0"):
+        index.search(queries, k=1)
+
+
+@pytest.mark.parametrize("k", [1, 1000])
+def test_k_from_one_to_the_gallery_size(data, index_module, k):
+    normaliser = CSLS(k=3).fit(data["bank"], gallery=data["gallery"])
+    indices, _ = index_module.NormalisedIndex(normaliser).fit().search(data["queries"][:4], k=k)
+    np.testing.assert_array_equal(indices, normaliser.top_k(queries=data["queries"][:4], k=k)[0])

@@ -267,7 +267,7 @@ class ServingMixin:
         Parameters
         ----------
         queries : array-like of shape (n_queries, n_dims)
-            Query embeddings, of the fitted dimension.
+            Query embeddings, as many dimensions as ``gallery_embeddings_``.
 
         Returns
         -------
