@@ -312,10 +312,14 @@ def test_an_overflow_in_a_later_block_names_its_query(index_module):
     gallery = unit(rng.normal(size=(40, 4)))
     normaliser = DualSoftmax(temperature=1e-300).fit(rng.normal(size=(30, 4)) * 0.01, gallery=gallery)
     queries = np.tile(-gallery[:1], (1200, 1))
-    queries[1100] = gallery[0]  # far above the bank: exp((s - c) / T) overflows
-    index = index_module.NormalisedIndex(normaliser, n_candidates=2).fit()
-    with pytest.raises(ValueError, match=r"first at X row 1100, gallery item 0"):
+    queries[[500, 1100]] = gallery[0]  # far above the bank: exp((s - c) / T) overflows
+    # 40 candidates: blocks of sqrt(2**21 / 40) = 228 queries, so row 500 lies in the
+    # third block of the first batch of 1024
+    index = index_module.NormalisedIndex(normaliser, n_candidates=40).fit()
+    with pytest.raises(ValueError, match=r"first at X row 500, gallery item 0"):
         index.search(queries, k=1)
+    with pytest.raises(ValueError, match=r"first at X row 500, gallery item 0"):  # rows as given
+        index.search(queries[600:], k=1)
 
 
 @pytest.mark.parametrize("k", [1, 1000])
