@@ -208,12 +208,8 @@ def test_missing_results_leave_every_score_finite_or_minus_inf(normaliser, data)
     assert (scores[:, 1:] <= scores[:, :-1]).all()
 
 
-@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
-def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
-    normaliser = fit(normaliser, data)
-    index = NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
-    queries = data["queries"][:6]
-    expected = index.search(queries, k=10)
+def find_nothing_raw_for_query_0(index, monkeypatch):
+    """Make the index's raw searches (queries ``[q, 0]``) find nothing for query 0."""
     search = index._index_search
 
     def finding_nothing_for_query_0_raw(vectors, tails, k):
@@ -223,11 +219,32 @@ def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
         return found
 
     monkeypatch.setattr(index, "_index_search", finding_nothing_for_query_0_raw)
+
+
+@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
+def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
+    normaliser = fit(normaliser, data)
+    index = NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
+    queries = data["queries"][:6]
+    expected = index.search(queries, k=10)
+    find_nothing_raw_for_query_0(index, monkeypatch)
     indices, scores = index.search(queries, k=10)
     for got, want in zip((indices, scores), expected):
         np.testing.assert_array_equal(got[1:], want[1:])
     np.testing.assert_array_equal(np.isneginf(scores[0]), indices[0] < 0)
     assert np.isfinite(scores[0][indices[0] >= 0]).all()
+
+
+@pytest.mark.parametrize("normaliser", [DynamicInvertedSoftmax(beta=10.0, k=1), CSLS(k=3)], ids=["DIS", "CSLS"])
+def test_a_gate_leaves_raw_a_query_whose_raw_search_finds_nothing(data, normaliser, monkeypatch):
+    """No raw top-1, no open gate: the DIS serves that row's raw results (none); an
+    ungated normaliser still searches the augmented vectors."""
+    index = NormalisedIndex(fit(normaliser, data), "Flat").fit()
+    find_nothing_raw_for_query_0(index, monkeypatch)
+    indices, scores = index.search(data["queries"][:4], k=5)
+    gated = normaliser.capabilities.gated
+    assert (indices[0] < 0).all() == gated and np.isneginf(scores[0]).all() == gated
+    assert (indices[1:] >= 0).all()
 
 
 def test_scores_beyond_the_dtype_as_top_k_has_them():

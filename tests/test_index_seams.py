@@ -327,25 +327,3 @@ def test_k_from_one_to_the_gallery_size(data, index_module, k):
     normaliser = CSLS(k=3).fit(data["bank"], gallery=data["gallery"])
     indices, _ = index_module.NormalisedIndex(normaliser).fit().search(data["queries"][:4], k=k)
     np.testing.assert_array_equal(indices, normaliser.top_k(queries=data["queries"][:4], k=k)[0])
-
-
-@pytest.mark.parametrize("normaliser", [DynamicInvertedSoftmax(beta=10.0, k=1), CSLS(k=3)], ids=["DIS", "CSLS"])
-def test_a_gate_leaves_raw_a_query_whose_raw_search_finds_nothing(data, index_module, normaliser,
-                                                                  monkeypatch):
-    """No raw top-1, no open gate: the DIS serves that row's raw results (none); an
-    ungated normaliser still searches the augmented vectors."""
-    normaliser = normaliser.fit(data["bank"], gallery=data["gallery"])
-    index = index_module.NormalisedIndex(normaliser, "Flat").fit()
-    search = index._index_search
-
-    def finding_nothing_raw_for_query_0(vectors, tails, k):
-        found = search(vectors, tails, k)
-        if not np.any(tails):  # a raw search: queries [q, 0]
-            found[0] = -1
-        return found
-
-    monkeypatch.setattr(index, "_index_search", finding_nothing_raw_for_query_0)
-    indices, scores = index.search(data["queries"][:4], k=5)
-    gated = normaliser.capabilities.gated
-    assert (indices[0] < 0).all() == gated and np.isneginf(scores[0]).all() == gated
-    assert (indices[1:] >= 0).all()
