@@ -165,6 +165,17 @@ def register(name, method, *, replace=False):
     -------
     method : Method
         The registered entry.
+
+    Examples
+    --------
+    >>> from skqbnorm import Centering
+    >>> from skqbnorm.catalogue import Method, get_method, register, unregister
+    >>> entry = register("Quarter", Method("quarter", "a quarter of the mean", Centering,
+    ...                                    fixed=(("weight", 0.25),)))
+    >>> get_method("QUARTER") is entry
+    True
+    >>> unregister("quarter").label
+    'quarter'
     """
     if not isinstance(name, str) or not name or name != name.strip():
         raise ValueError(f"name must be a non-empty string without surrounding spaces; got {name!r}.")
@@ -210,6 +221,12 @@ def get_method(name):
     """The :class:`Method` registered under ``name``, in any case.
 
     Raises a ValueError listing the registered names when there is none.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import get_method
+    >>> get_method("CSLS").normaliser.__name__
+    'CSLS'
     """
     return METHODS[_key(name)]
 
@@ -232,6 +249,14 @@ def normalisers(**capabilities):
     -------
     classes : list of type
         Each class once, in registration order.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import normalisers
+    >>> [cls.__name__ for cls in normalisers(gallery_bank="querybank_to_gallery_bank")]
+    ['DualBankSinkhornNormalisation']
+    >>> [cls.__name__ for cls in normalisers(transductive=True)]
+    ['DualSoftmax']
     """
     known = {field.name for field in fields(Capabilities)}
     unknown = sorted(set(capabilities) - known)

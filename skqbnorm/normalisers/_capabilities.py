@@ -46,6 +46,14 @@ class Capabilities:
         How :class:`~skqbnorm.index.NormalisedIndex` serves it: by the augmented
         inner-product search (needs ``bias_form``), by reranking raw candidates with
         its exact scores, or not at all.
+
+    Examples
+    --------
+    >>> from skqbnorm import CSLS, GloballyCorrected
+    >>> CSLS.capabilities.bias_form, CSLS.capabilities.whole_rows, CSLS.capabilities.index
+    (True, True, 'bias')
+    >>> GloballyCorrected.capabilities.index
+    'rerank'
     """
 
     bias_form: bool = False
