@@ -327,3 +327,13 @@ def test_k_from_one_to_the_gallery_size(data, index_module, k):
     normaliser = CSLS(k=3).fit(data["bank"], gallery=data["gallery"])
     indices, _ = index_module.NormalisedIndex(normaliser).fit().search(data["queries"][:4], k=k)
     np.testing.assert_array_equal(indices, normaliser.top_k(queries=data["queries"][:4], k=k)[0])
+
+
+def test_an_overflowing_bias_weight_names_alpha():
+    rng = np.random.default_rng(0)
+    bank, queries = rng.uniform(0.5, 3, size=(20, 5)), rng.uniform(0.5, 3, size=(3, 5))
+    with pytest.raises(ValueError, match=r"^alpha=1e\+308 is too large .* Use a smaller alpha"):
+        NearestNeighborNormalization(k=2, alpha=1e308).fit(bank).transform(queries)
+    # a finite bias: scores as they come
+    assert np.isfinite(NearestNeighborNormalization(k=2, alpha=1e300).fit(bank).transform(queries)).all()
+
