@@ -60,8 +60,8 @@ from skqbnorm.metrics import correct_item_ranks, paired_comparison, recall_at_k
 from build_wordnet_revdict import sentence_encoder, shuffled_texts
 
 # Every normaliser of the study, with the package's defaults: edit here to change the
-# list or a setting. A normaliser with ``_uses_gallery_bank`` is fitted with the split's
-# gallery bank.
+# list or a setting. A normaliser whose capabilities declare a gallery bank is fitted
+# with the split's gallery bank, in the form it declares.
 NORMALISERS = {
     "IS": InvertedSoftmax(),
     "DIS": DynamicInvertedSoftmax(),
@@ -138,10 +138,9 @@ def fitted(template, bank_sims, inputs, caught):
     normaliser = clone(template)
     if isinstance(normaliser, QueryBankGate):
         extra = {"queries": inputs["queries"]}
-    elif isinstance(normaliser, DualBankSinkhornNormalisation):
-        extra = {"querybank_to_gallery_bank": inputs["querybank_to_gallery_bank"]}
-    elif getattr(normaliser, "_uses_gallery_bank", False):
-        extra = {"gallery_bank": inputs["gallery_bank"]}
+    elif normaliser.capabilities.gallery_bank is not None:
+        key = normaliser.capabilities.gallery_bank  # "gallery_bank" or "querybank_to_gallery_bank"
+        extra = {key: inputs[key]}
     else:
         extra = {}
     with warnings.catch_warnings(record=True) as records:

@@ -59,7 +59,7 @@ REPO = Path(__file__).resolve().parent.parent
 EQUIVALENT_FILE = REPO / "scripts" / "mutation_equivalent.txt"
 
 #: Test files run against each module's mutants, after the module's own doctests and
-#: ``ALWAYS``: the first rule whose module glob matches wins. Test globs may use
+#: before ``ALWAYS``: the first rule whose module glob matches wins. Test globs may use
 #: ``{stem}``, the module's name without its underscore (``_sinkhorn`` -> ``sinkhorn``);
 #: missing files are skipped. Fast files only (no notebooks, benchmarks, sweeps,
 #: hypothesis properties or estimator checks).
@@ -99,6 +99,9 @@ TEST_RULES = [
     ),
     ("skqbnorm/_validation.py", [*METRIC_TESTS, *NORMALISER_TESTS]),
     ("skqbnorm/normalisers/_base.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
+    # The base's serving half (transform, scores, top_k).
+    ("skqbnorm/normalisers/_serving.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
+    ("skqbnorm/normalisers/_top_k.py", [*NORMALISER_TESTS, "tests/test_top_k_reducers.py"]),
     ("skqbnorm/normalisers/_mutual_proximity.py", ["tests/test_later_normalisers.py"]),
     ("skqbnorm/normalisers/_nnn.py", ["tests/test_later_normalisers.py"]),
     # Used by DBNorm and Sinkhorn (gallery banks), tested through them.
@@ -112,6 +115,13 @@ TEST_RULES = [
             "tests/test_later_normalisers.py",
         ],
     ),
+    # The gate and the index, by their own tests and the seams' (fitted with a gallery
+    # bank, unfitted, closed, wrapping DBSN, served by an index).
+    (
+        "skqbnorm/normalisers/_querybank_gate.py",
+        ["tests/test_querybank_gate.py", "tests/test_index_seams.py"],
+    ),
+    ("skqbnorm/index.py", ["tests/test_index.py", "tests/test_index_seams.py"]),
     ("skqbnorm/normalisers/_*.py", NORMALISER_TESTS),
     ("skqbnorm/metrics/_ranking.py", [*METRIC_TESTS, *RERANKER_TESTS]),
     ("skqbnorm/metrics/_scorers.py", [*METRIC_TESTS, "tests/test_model_selection.py"]),
@@ -481,7 +491,9 @@ def rule_tests(module):
 
 
 def test_files(module, root, extra):
-    patterns = [module, *ALWAYS, *(extra if extra is not None else rule_tests(module))]
+    # The module's own tests before ALWAYS: pytest -x stops a killed mutant's run at
+    # its first failure, which they reach sooner.
+    patterns = [module, *(extra if extra is not None else rule_tests(module)), *ALWAYS]
     files = []
     for pattern in patterns:
         for path in sorted(root.glob(pattern)):

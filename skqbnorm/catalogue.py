@@ -1,15 +1,28 @@
 """The catalogue: every method skqbnorm offers, with its one label.
 
 The command line's ``--method`` names, the demo's rows and their labels are read
-from :data:`METHODS`; a method is one entry here.
+from :data:`METHODS`; a method is one entry here. A new normaliser is one class
+(declaring its :class:`~skqbnorm.normalisers.Capabilities`) and one
+:func:`register` call::
+
+    from skqbnorm.catalogue import Method, register
+
+    register("mine", Method("Mine", "my normaliser", MyNormaliser, ("k",)))
+
+after which the command line, ``compare``, the index (through the class's declared
+capabilities) and the tests that read :func:`normalisers` pick it up. Names are
+looked up case-insensitively (:func:`get_method`). The rerankers are listed
+apart, in :data:`RERANKERS`.
 """
 
 import inspect
 from collections import namedtuple
+from dataclasses import fields
 from typing import NamedTuple
 
 from .normalisers import (
     CSLS,
+    Capabilities,
     Centering,
     DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
@@ -24,8 +37,29 @@ from .normalisers import (
     QueryBankZNorm,
     SinkhornNormalisation,
 )
+from .rerankers import (
+    DiffusionReranker,
+    HingeReranker,
+    KReciprocalReranker,
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+    QueryExpansionReranker,
+    RandomWalkReranker,
+)
 
-__all__ = ["METHODS", "Method", "describe", "make_normaliser"]
+__all__ = [
+    "METHODS",
+    "RERANKERS",
+    "Method",
+    "Settings",
+    "get_method",
+    "make_normaliser",
+    "method_names",
+    "normalisers",
+    "register",
+    "rerankers",
+    "unregister",
+]
 
 #: The hyperparameter settings of the command line, each a parameter of the normalisers
 #: that name it in ``Method.options``; None keeps the class default.
@@ -103,6 +137,170 @@ METHODS = {
         "DSL (transductive)", "dual softmax over the test queries themselves (see below)",
         DualSoftmax, ("temperature",), data="test queries"),
 }
+#: The rerankers, by name (estimators of ``fit_predict(features, initial_scores)``).
+RERANKERS = {
+    "hinge": HingeReranker,
+    "preference-strength": PreferenceStrengthReranker,
+    "pointwise": PointwiseReranker,
+    "random-walk": RandomWalkReranker,
+    "k-reciprocal": KReciprocalReranker,
+    "diffusion": DiffusionReranker,
+    "query-expansion": QueryExpansionReranker,
+}
+
+#: The ``data`` a method's normaliser is fitted on (see :class:`Method`).
+DATA = ("querybank", "both banks", "test queries", "nothing", "gated querybank")
+
+
+def register(name, method, *, replace=False):
+    """Add a method to :data:`METHODS` under ``name`` (stored lower-case).
+
+    Parameters
+    ----------
+    name : str
+        The method's name, as ``--method`` takes it (any case).
+    method : Method
+        Its entry. ``method.normaliser`` must be a class that declares its
+        :class:`~skqbnorm.normalisers.Capabilities`; a dual-bank class
+        (``capabilities.gallery_bank``) needs ``data="both banks"`` and the
+        matching ``gallery_bank_input``.
+    replace : bool, default=False
+        Whether ``name`` may replace an entry.
+
+    Returns
+    -------
+    method : Method
+        The registered entry.
+
+    Examples
+    --------
+    >>> from skqbnorm import Centering
+    >>> from skqbnorm.catalogue import Method, get_method, register, unregister
+    >>> entry = register("Quarter", Method("quarter", "a quarter of the mean", Centering,
+    ...                                    fixed=(("weight", 0.25),)))
+    >>> get_method("QUARTER") is entry
+    True
+    >>> unregister("quarter").label
+    'quarter'
+    """
+    if not isinstance(name, str) or not name or name != name.strip():
+        raise ValueError(f"name must be a non-empty string without surrounding spaces; got {name!r}.")
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a catalogue.Method; got {type(method).__name__}.")
+    key = name.lower()
+    if key in METHODS and not replace:
+        raise ValueError(f"A method named {key!r} is registered already; pass replace=True to replace it.")
+    if method.data not in DATA:
+        raise ValueError(f"Method.data must be one of {DATA}; got {method.data!r}.")
+    if method.normaliser is None:
+        if method.data != "nothing":
+            raise ValueError(f"A method without a normaliser has data='nothing'; got {method.data!r}.")
+    else:
+        capabilities = _capabilities(method.normaliser)
+        takes_bank = capabilities.gallery_bank is not None
+        if takes_bank != (method.data == "both banks") or (
+            takes_bank and method.gallery_bank_input != capabilities.gallery_bank
+        ):
+            raise ValueError(
+                f"{method.normaliser.__name__} declares gallery_bank={capabilities.gallery_bank!r}, "
+                f"but the method has data={method.data!r} and gallery_bank_input="
+                f"{method.gallery_bank_input!r}: a dual-bank normaliser has data='both banks' "
+                "and its declared input."
+            )
+        parameters = inspect.signature(method.normaliser).parameters
+        unknown = [n for n in (*method.options, *dict(method.fixed)) if n not in parameters]
+        if unknown:
+            raise ValueError(f"{method.normaliser.__name__} has no parameters {unknown}.")
+        unknown = [n for n in method.options if n not in Settings._fields]
+        if unknown:
+            raise ValueError(f"Method.options must be among the settings {Settings._fields}; got {unknown}.")
+    METHODS[key] = method
+    return method
+
+
+def unregister(name):
+    """Remove a method from :data:`METHODS` (any case); returns its entry."""
+    return METHODS.pop(_key(name))
+
+
+def get_method(name):
+    """The :class:`Method` registered under ``name``, in any case.
+
+    Raises a ValueError listing the registered names when there is none.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import get_method
+    >>> get_method("CSLS").normaliser.__name__
+    'CSLS'
+    """
+    return METHODS[_key(name)]
+
+
+def method_names():
+    """The registered method names, in registration order."""
+    return list(METHODS)
+
+
+def normalisers(**capabilities):
+    """The normaliser classes of the registered methods whose capabilities match.
+
+    Parameters
+    ----------
+    **capabilities
+        Fields of :class:`~skqbnorm.normalisers.Capabilities` and the values
+        wanted, e.g. ``normalisers(bias_form=True)`` or ``normalisers(index=None)``.
+
+    Returns
+    -------
+    classes : list of type
+        Each class once, in registration order.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import normalisers
+    >>> [cls.__name__ for cls in normalisers(gallery_bank="querybank_to_gallery_bank")]
+    ['DualBankSinkhornNormalisation']
+    >>> [cls.__name__ for cls in normalisers(transductive=True)]
+    ['DualSoftmax']
+    """
+    known = {field.name for field in fields(Capabilities)}
+    unknown = sorted(set(capabilities) - known)
+    if unknown:
+        raise ValueError(f"Unknown capabilities {unknown}; they are {sorted(known)}.")
+    found = []
+    for method in METHODS.values():
+        cls = method.normaliser
+        if cls is None or cls in found:
+            continue
+        declared = _capabilities(cls)
+        if all(getattr(declared, name) == value for name, value in capabilities.items()):
+            found.append(cls)
+    return found
+
+
+def rerankers():
+    """The reranker classes, in :data:`RERANKERS`' order."""
+    return list(RERANKERS.values())
+
+
+def _key(name):
+    key = name.lower() if isinstance(name, str) else name
+    if key not in METHODS:
+        raise ValueError(f"No method named {name!r}; the methods are {', '.join(METHODS)}.")
+    return key
+
+
+def _capabilities(cls):
+    declared = getattr(cls, "capabilities", None)
+    if not isinstance(cls, type) or not isinstance(declared, Capabilities):
+        raise TypeError(
+            f"{cls!r} is not a normaliser class that declares its capabilities "
+            "(a class attribute capabilities = Capabilities(...))."
+        )
+    return declared
+
+
 #: The bank column of a method that uses no querybank, in the demo's table.
 NO_BANK = {"nothing": "(none)", "test queries": "(test queries)"}
 

@@ -1,34 +1,34 @@
 """Serve a querybank normaliser's top-k from a FAISS index (optional extra ``skqbnorm[faiss]``).
 
-A bias-form normaliser (IS, DIS, CSLS, NNN, Centering, DBNorm, SN) ranks a row as
-``s(q, g) - bias_g``, a maximum-inner-product search over augmented vectors (see
-:class:`~skqbnorm.normalisers._bias.BiasFormMixin`); any other normaliser is served by
-reranking the candidates of a raw search with its exact scores. FAISS is imported
-only when an index is built, so skqbnorm does not need it otherwise.
+A normaliser whose capabilities declare ``index="bias"`` (IS, DIS, CSLS, NNN,
+Centering, DBNorm, SN) ranks a row as ``s(q, g) - bias_g``, a maximum-inner-product
+search over augmented vectors (see :class:`~skqbnorm.normalisers._bias.BiasFormMixin`);
+one that declares ``index="rerank"`` is served by reranking the candidates of a raw
+search with its exact scores. The index asks each normaliser only through the public
+serving protocol of ``skqbnorm/normalisers/_serving.py``: it tests no normaliser
+class and calls no private method. FAISS is imported only when an index is built,
+so skqbnorm does not need it otherwise.
 """
 
+import copy
+import re
 from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils import gen_batches
-from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import RowMoments, finite_mean
-from .normalisers import (
-    CSLS,
-    DualDynamicInvertedSoftmax,
-    DynamicInvertedSoftmax,
-    GloballyCorrected,
-    MutualProximity,
-)
-from .normalisers._bias import BiasFormMixin
+from ._validation import NotBool
+from .normalisers._serving import best_k, take_rows
 
 __all__ = ["NormalisedIndex"]
 
 # Elements (float64) of the blocks that exact scoring gathers: 16 MiB.
 _BLOCK_ELEMENTS = 1 << 21
+#: FAISS's k-means asks for at least this many training vectors per inverted list.
+MIN_POINTS_PER_LIST = 39
 
 
 def import_faiss():
@@ -81,9 +81,12 @@ class NormalisedIndex(BaseEstimator):
 
     Parameters
     ----------
-    normaliser : QueryBankNormaliser
-        A normaliser fitted in embedding mode (``fit(bank, gallery=G)``), used as
-        is when :meth:`fit` is given no data; otherwise a clone of it is fitted.
+    normaliser : QueryBankNormaliser or QueryBankGate
+        A normaliser fitted in embedding mode (``fit(bank, gallery=G)``), of which
+        :meth:`fit`, given no data, keeps a copy (a later refit of ``normaliser``
+        leaves the index as it was built); otherwise a clone of it is fitted. A
+        fitted :class:`~skqbnorm.QueryBankGate` is served by what it serves with:
+        its normaliser when open, the raw similarities when closed.
     factory : str, default="Flat"
         FAISS ``index_factory`` string, built with the inner-product metric:
         ``"Flat"`` (exact), ``"IVF1024,Flat"``, ``"HNSW32"``... The augmented vectors
@@ -116,7 +119,7 @@ class NormalisedIndex(BaseEstimator):
     Attributes
     ----------
     normaliser_ : QueryBankNormaliser
-        The fitted normaliser whose scores are served.
+        The fitted normaliser whose scores are served: the index's own copy.
     index_ : faiss.Index
         The FAISS index over the (augmented) gallery.
     bias_form_ : bool
@@ -150,11 +153,11 @@ class NormalisedIndex(BaseEstimator):
     _parameter_constraints: dict = {
         "normaliser": [HasMethods(["fit", "transform", "top_k"])],
         "factory": [str],
-        "n_candidates": [Interval(Integral, 1, None, closed="left")],
-        "nprobe": [Interval(Integral, 1, None, closed="left")],
-        "ef_search": [Interval(Integral, 1, None, closed="left")],
-        "train_size": [Interval(Integral, 1, None, closed="left"), None],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "n_candidates": [NotBool(Integral, 1, None, closed="left")],
+        "nprobe": [NotBool(Integral, 1, None, closed="left")],
+        "ef_search": [NotBool(Integral, 1, None, closed="left")],
+        "train_size": [NotBool(Integral, 1, None, closed="left"), None],
+        "batch_size": [NotBool(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, normaliser, factory="Flat", *, n_candidates=100, nprobe=128, ef_search=512,
@@ -190,8 +193,8 @@ class NormalisedIndex(BaseEstimator):
         self._validate_params()
         faiss = import_faiss()
         normaliser = self._fitted_normaliser(X, y, gallery, gallery_bank)
-        self._check_supported(normaliser)
-        self.bias_form_ = isinstance(normaliser, BiasFormMixin)
+        normaliser.check_index_serving()
+        self.bias_form_ = normaliser.capabilities.index == "bias"
         gallery = normaliser.gallery_embeddings_
         if self.bias_form_:
             vectors = normaliser.augmented_gallery(dtype=np.float32)
@@ -206,43 +209,49 @@ class NormalisedIndex(BaseEstimator):
             ) from error
         if not index.is_trained:
             step = 1 if self.train_size is None else -(-len(vectors) // self.train_size)
-            index.train(np.ascontiguousarray(vectors[::step]))
+            training = np.ascontiguousarray(vectors[::step])
+            try:
+                index.train(training)
+            except RuntimeError as error:
+                raise ValueError(self._training_error(len(vectors), len(training), error)) from error
         index.add(vectors)
         self.normaliser_, self.index_ = normaliser, index
         self.n_gallery_, self.n_dims_ = gallery.shape
-        if isinstance(normaliser, MutualProximity):
-            self._gallery_moments = (
-                gallery.mean(axis=0, dtype=np.float64), np.cov(gallery, rowvar=False, bias=True)
-            )
+        self._context = normaliser.index_context()
         return self
+
+    def _training_error(self, n_gallery, n_training, error):
+        """What to say when FAISS cannot train ``factory`` on ``n_training`` vectors."""
+        fits = max(1, n_training // MIN_POINTS_PER_LIST)
+        fits = 1 << (fits.bit_length() - 1)  # a power of two, at most n_training / 39
+        suggestion = re.sub(r"IVF\d+", f"IVF{fits}", self.factory)
+        if suggestion == self.factory:
+            suggestion = "Flat"
+        return (
+            f"FAISS cannot train factory={self.factory!r} on {n_training} vectors of the "
+            f"{n_gallery}-item gallery (train_size={self.train_size!r}): "
+            f"{str(error).strip().splitlines()[-1]} An IVF index needs at least "
+            f"{MIN_POINTS_PER_LIST} training vectors per inverted list (a product "
+            f"quantiser 256 per code book): with {n_training}, use e.g. "
+            f"factory={suggestion!r}."
+        )
 
     def _fitted_normaliser(self, X, y, gallery, gallery_bank):
         if X is None:
             if gallery is not None or gallery_bank is not None:
                 raise ValueError("gallery and gallery_bank need X, the querybank embeddings.")
             check_is_fitted(self.normaliser)
-            normaliser = self.normaliser
+            # The index's own copy: a refit of the caller's normaliser leaves it alone.
+            normaliser = copy.deepcopy(self.normaliser.serving_normaliser())
         else:
             normaliser = clone(self.normaliser).fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+            normaliser = normaliser.serving_normaliser()
         if normaliser.gallery_embeddings_ is None:
             raise ValueError(
                 f"{type(normaliser).__name__} was fitted on precomputed similarities, so it "
                 "holds no gallery embeddings to index; fit it with gallery=... (embedding mode)."
             )
         return normaliser
-
-    @staticmethod
-    def _check_supported(normaliser):
-        if isinstance(normaliser, MutualProximity) and normaliser.method != "gaussian":
-            raise ValueError(
-                "MutualProximity(method='empiric') ranks each similarity within the "
-                "query's whole row, which an index does not give: use method='gaussian', "
-                "or normaliser.top_k."
-            )
-        whole_rows = (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax, CSLS, GloballyCorrected,
-                      MutualProximity)
-        if normaliser._needs_whole_rows() and not isinstance(normaliser, whole_rows):
-            raise ValueError(f"{type(normaliser).__name__} is not supported by NormalisedIndex.")
 
     def _set_search_parameters(self, index):
         """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they apply."""
@@ -283,7 +292,7 @@ class NormalisedIndex(BaseEstimator):
                 f"k must be an integer in [1, {self.n_gallery_}] (the indexed gallery size); "
                 f"got k={k!r}."
             )
-        prepared = self.normaliser_._check_queries(queries)
+        prepared = self.normaliser_.prepare_queries(queries)
         self._set_search_parameters(self.index_)  # set here, so that set_params needs no refit
         indices = np.empty((len(prepared), k), dtype=np.intp)
         scores = np.empty((len(prepared), k), dtype=prepared.dtype)
@@ -293,35 +302,45 @@ class NormalisedIndex(BaseEstimator):
 
     def _search_batch(self, queries, k, rows):
         normaliser = self.normaliser_
+        gated = self.bias_form_ and normaliser.capabilities.gated
         raw_k = self._raw_search_size(k)
         raw = self._index_search(queries, np.zeros(self._n_forms()), raw_k) if raw_k else None
-        row_state, top1, raw_sims = self._row_state(queries, raw)
-        sims = None  # the candidates' similarities, where the raw search has them
+        sims = None if raw is None else normaliser.candidate_similarities(queries, raw)
+        row_state = None
+        if raw is not None:
+            row_state = normaliser.index_row_state(queries, raw, sims, self._raw_search, self._context)
         if not self.bias_form_:
-            candidates, sims = raw, raw_sims
-        elif normaliser._is_gated():
+            candidates = raw  # sims: the candidates' similarities
+        elif gated:
+            top1 = best_k(raw, sims, 1)[0][:, 0]
             forms = np.full(len(top1), -1, dtype=np.intp)  # no raw result: no top-1, left raw
             forms[top1 >= 0] = normaliser.row_forms(top1[top1 >= 0])
             candidates = raw[:, :k].copy()
             normalised = np.flatnonzero(forms >= 0)
             tails = np.eye(self._n_forms())[forms[normalised]]
             candidates[normalised] = self._index_search(queries[normalised], tails, k)
+            sims = None
         else:
-            candidates = self._index_search(queries, np.ones(1), k)
+            candidates, sims = self._index_search(queries, np.ones(1), k), None
         scores = self._exact_scores(queries, candidates, row_state, rows, sims)
         return best_k(candidates, scores, k)
 
     def _n_forms(self):
-        return len(self.normaliser_._gated_biases()) if self.bias_form_ else 0
+        return len(self.normaliser_.gallery_biases()) if self.bias_form_ else 0
 
     def _raw_search_size(self, k):
-        """Items of the raw search: the gate's top-1, CSLS's r_G, GC's range or candidates."""
+        """Items of the raw search: the gate's top-1 and the rows left raw (k), what the
+        row state needs (CSLS's r_G, GC's range), or the candidates to rerank."""
         normaliser = self.normaliser_
         if not self.bias_form_:
-            return min(max(k, self.n_candidates), self.n_gallery_)
-        if normaliser._is_gated():
-            return k  # the results of the rows left raw, of which the first is the gate's top-1
-        return normaliser.k if isinstance(normaliser, CSLS) else 0
+            return min(max(k, self.n_candidates, normaliser.index_neighbours()), self.n_gallery_)
+        if normaliser.capabilities.gated:
+            return max(k, normaliser.index_neighbours())
+        return normaliser.index_neighbours()
+
+    def _raw_search(self, vectors, k):
+        """The index's raw top k of query-space ``vectors`` (the serving protocol's ``search``)."""
+        return self._index_search(vectors, np.zeros(self._n_forms()), k)
 
     def _index_search(self, queries, tails, k):
         """The index's top k of ``[q, tail]`` (``tails``: one row, or one per query)."""
@@ -329,39 +348,6 @@ class NormalisedIndex(BaseEstimator):
         vectors[:, : queries.shape[1]] = queries
         vectors[:, queries.shape[1] :] = tails
         return self.index_.search(vectors, k)[1].astype(np.intp, copy=False)
-
-    def _row_state(self, queries, raw):
-        """What the normaliser's scores need of each whole row, each query's top-1 (where
-        the scores or the gate need it), and the similarities of the raw results."""
-        normaliser = self.normaliser_
-        if raw is None:
-            return None, None, None
-        sims = self._pair_similarities(queries, raw)
-        if isinstance(normaliser, CSLS):
-            return np.sort(_neighbourhood_of_found(sims[:, : normaliser.k]), axis=1), None, sims
-        if isinstance(normaliser, MutualProximity):
-            mean, covariance = self._gallery_moments
-            variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
-            mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
-            return RowMoments.given(mean, np.sqrt(np.maximum(variance, 0))), None, sims
-        top1, top_value = (best[:, 0] for best in best_k(raw, sims, 1))
-        if isinstance(normaliser, (DynamicInvertedSoftmax, DualDynamicInvertedSoftmax)):
-            return (top_value, top1), top1, sims
-        if isinstance(normaliser, GloballyCorrected):
-            lowest = self._pair_similarities(queries, self._index_search(-queries, np.zeros(0), 1))
-            return _row_range_of_found(lowest[:, 0], sims), top1, sims
-        return None, top1, sims
-
-    def _pair_similarities(self, queries, candidates):
-        """``s(q, g)`` of each query and each of its candidates (-1: -inf)."""
-        gallery = self.normaliser_.gallery_embeddings_
-        sims = np.empty(candidates.shape, dtype=queries.dtype)
-        step = max(1, _BLOCK_ELEMENTS // (candidates.shape[1] * queries.shape[1]))
-        for rows in gen_batches(len(queries), step):
-            vectors = gallery[candidates[rows]].astype(queries.dtype, copy=False)
-            sims[rows] = np.einsum("qd,qcd->qc", queries[rows], vectors)
-        sims[candidates < 0] = -np.inf
-        return sims
 
     def _exact_scores(self, queries, candidates, row_state, rows, sims=None):
         """The normaliser's scores of each query's candidates, from blocks of their union.
@@ -374,7 +360,7 @@ class NormalisedIndex(BaseEstimator):
         """
         normaliser = self.normaliser_
         if sims is None:
-            sims = self._pair_similarities(queries, candidates)
+            sims = normaliser.candidate_similarities(queries, candidates)
         found = candidates >= 0
         per_column = getattr(normaliser, "sorted_bank_", np.empty((1, 0))).shape[0]
         width = candidates.shape[1]
@@ -387,51 +373,7 @@ class NormalisedIndex(BaseEstimator):
             row, column = np.nonzero(found[chunk])
             block[row, position[row, column]] = sims[chunk][row, column]
             block_rows = slice(rows.start + chunk.start, rows.start + chunk.stop)
-            block = normaliser._checked_scores(block, union, _rows_of(row_state, chunk), block_rows)
+            block = normaliser.score_block(block, union, take_rows(row_state, chunk), block_rows)
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores
-
-
-def _neighbourhood_of_found(sims):
-    """Each row's raw top k for CSLS's ``r_G(q)``, where the index found fewer than k
-    (-inf) the missing ones taken as the mean of those found, so that ``r_G(q)`` is
-    their mean (0 in a row of none: its scores are all -inf anyway)."""
-    found = np.isfinite(sims)
-    if found.all():
-        return sims
-    count = found.sum(axis=1)
-    mean = finite_mean(np.where(found, sims, 0), axis=1) * (sims.shape[1] / np.maximum(count, 1))
-    return np.where(found, sims, mean.astype(sims.dtype)[:, None])
-
-
-def _row_range_of_found(lowest, sims):
-    """GC's row range ``(low, high)``, each of shape (n, 1), from the search of ``-q``
-    (``lowest``) and the raw results (``sims``), -inf where the index found nothing:
-    the lowest of what was found, and 0 for a row of nothing (its scores are all -inf)."""
-    with np.errstate(invalid="ignore"):
-        found = np.isfinite(sims)
-        high = np.where(found, sims, -np.inf).max(axis=1)
-        low = np.minimum(np.where(np.isfinite(lowest), lowest, np.inf),
-                         np.where(found, sims, np.inf).min(axis=1))
-    empty = ~found.any(axis=1)
-    high[empty] = low[empty] = 0
-    return low[:, None], high[:, None]
-
-
-def _rows_of(row_state, rows):
-    """The part of a row state that belongs to a chunk of rows."""
-    if row_state is None:
-        return None
-    if isinstance(row_state, RowMoments):
-        return row_state.take(rows)
-    if isinstance(row_state, tuple):
-        return tuple(part[rows] for part in row_state)
-    return row_state[rows]
-
-
-def best_k(candidates, scores, k):
-    """Each row's k best candidates by decreasing score, ties to the lowest index."""
-    order = np.lexsort((np.where(candidates < 0, np.iinfo(np.intp).max, candidates), -scores), axis=1)
-    order = order[:, :k]
-    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(scores, order, axis=1)

@@ -41,6 +41,7 @@ from skqbnorm import (
     QueryBankZNorm,
     RandomWalkReranker,
     SinkhornNormalisation,
+    catalogue,
 )
 from skqbnorm import metrics as M
 from skqbnorm.cli import main as cli_main
@@ -303,9 +304,25 @@ def _out_dtype(x):
     return np.float32 if getattr(x, "dtype", None) == np.float32 else np.float64
 
 
-def _normaliser_cases():
+def sweep_normalisers():
+    """NORMALISERS, then every class of the catalogue that none of them makes, at its
+    defaults (under its class name, upper-case): a registered method enters the sweep."""
+    covered = {type(make()) for make in NORMALISERS.values()}
+    added = {cls.__name__.upper(): (lambda cls=cls, **kw: cls(**kw))
+             for cls in catalogue.normalisers() if cls not in covered}
+    return {**NORMALISERS, **added}
+
+
+def one_pass_top_k(est_name, make):
+    """Whether top_k reads chunks once: ONE_PASS_TOP_K's, else as the class declares."""
+    if est_name in NORMALISERS:
+        return est_name in ONE_PASS_TOP_K
+    return not make().capabilities.whole_rows
+
+
+def _normaliser_cases(normalisers=None):
     cases = []
-    for est_name, make in NORMALISERS.items():
+    for est_name, make in (sweep_normalisers() if normalisers is None else normalisers).items():
         cases += _normaliser_matrix_cases(est_name, make)
         cases += _normaliser_param_cases(est_name, make)
         cases += _normaliser_top_k_cases(est_name, make)
@@ -592,7 +609,7 @@ def _normaliser_top_k_cases(est_name, make):
     chunk_case("chunks_list", lambda c: [c.keep(q[:, :2].copy()), c.keep(q[:, 2:].copy())], "ok")
     chunk_case("chunks_callable", lambda c: (lambda: [q[:, :4], q[:, 4:]]), "ok")
     chunk_case("chunks_iterator", lambda c: iter([q[:, :4], q[:, 4:]]),
-               "ok" if est_name in ONE_PASS_TOP_K else "error")
+               "ok" if one_pass_top_k(est_name, make) else "error")
     chunk_case("chunks_nan_later", lambda c: [q[:, :3], _set(q[:, 3:], (1, 2), np.nan)], "error",
                ("chunks", "X"), finite=False)
     chunk_case("chunks_short", lambda c: [q[:, :3], q[:, 3:5]], "error")

@@ -14,6 +14,7 @@ from skqbnorm import (
     InvertedSoftmax,
     NearestNeighborNormalization,
     SinkhornNormalisation,
+    catalogue,
 )
 from skqbnorm.normalisers._bias import BiasFormMixin
 
@@ -36,8 +37,7 @@ def bias_form_normalisers():
 
 
 # (normaliser, whether it is fitted with a gallery bank)
-CASES = [(n, isinstance(n, (DualInvertedSoftmax, DualBankSinkhornNormalisation)))
-         for n in bias_form_normalisers()]
+CASES = [(n, n.capabilities.gallery_bank is not None) for n in bias_form_normalisers()]
 CASES.append((DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1), False))
 IDS = [f"{type(n).__name__}-{i}" for i, (n, _) in enumerate(CASES)]
 
@@ -155,6 +155,13 @@ def test_dtypes():
 def test_mixin_is_on_the_bias_form_normalisers_only():
     assert all(isinstance(normaliser, BiasFormMixin) for normaliser in bias_form_normalisers())
     assert not isinstance(GloballyCorrected(), BiasFormMixin)
+
+
+def test_the_declared_bias_form_is_the_mixin_and_these_cases():
+    """Every catalogue class that declares the bias form is tested here, and has the mixin."""
+    assert {type(n) for n in bias_form_normalisers()} == set(catalogue.normalisers(bias_form=True))
+    for cls in catalogue.normalisers():
+        assert issubclass(cls, BiasFormMixin) == cls.capabilities.bias_form, cls.__name__
 
 
 def test_errors():

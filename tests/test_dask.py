@@ -11,9 +11,22 @@ distributed = pytest.importorskip("dask.distributed")
 from joblib import parallel_config
 
 import skqbnorm._core._trees
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+    catalogue,
+)
 
 NORMALISERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
+#: Every other class of the catalogue, at its defaults but for at most 3 iterations (a
+#: registered method joins them).
+OTHER_NORMALISERS = [
+    cls(**({"n_iter": 3} if "n_iter" in cls().get_params() else {}))
+    for cls in catalogue.normalisers() if cls not in {type(n) for n in NORMALISERS}
+]
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +127,17 @@ def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
         fitted = clone(estimator).set_params(n_jobs=3, working_memory=0.01).fit(bank)
         out = fitted.transform(queries)
     assert_allclose(out, reference.transform(queries), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("estimator", OTHER_NORMALISERS, ids=repr)
+def test_every_other_catalogue_normaliser_fits_a_dask_bank_as_numpy(client, rng, estimator):
+    """The same scores, bitwise, from a dask querybank cut into chunks that split leaves."""
+    bank = np.round(rng.normal(size=(301, 40)), 2) / 4
+    queries = np.round(rng.normal(size=(50, 40)), 2) / 4
+    reference = clone(estimator).fit(bank)
+    fitted = clone(estimator).fit(da.from_array(bank, chunks=(33, 40)))
+    assert fitted.n_bank_ == 301
+    assert_array_equal(fitted.transform(da.from_array(queries, chunks=(20, 40))).compute(),
+                       reference.transform(queries))
+

@@ -10,7 +10,7 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 
 import skqbnorm._core._trees
-import skqbnorm.normalisers._base
+import skqbnorm.normalisers._top_k
 from skqbnorm import (
     CSLS,
     Centering,
@@ -456,7 +456,7 @@ def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(monkeypatch, p
     # 10 rows: whole-row blocks; the overflow from the sixth on, after parts done in place
     queries = np.array([[1.0, 0.0]] * 5 + [[2e38, 0.0]] * 5, dtype=np.float32)
     if part_bytes is not None:
-        monkeypatch.setattr(skqbnorm.normalisers._base, "SEARCH_PART_BYTES", part_bytes)
+        monkeypatch.setattr(skqbnorm.normalisers._top_k, "SEARCH_PART_BYTES", part_bytes)
     messages = []
     for return_scores in (False, True):
         with pytest.raises(ValueError, match=r"scores of the finite similarities X overflow") as error:

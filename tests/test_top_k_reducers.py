@@ -16,7 +16,7 @@ import pytest
 from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 
-import skqbnorm.normalisers._base
+import skqbnorm.normalisers._top_k
 from skqbnorm import (
     CSLS,
     Centering,
@@ -256,7 +256,7 @@ def test_top_k_search_streams_the_gallery_when_whole_rows_do_not_fit(rng, monkey
     bank, gallery, queries = rng.normal(size=(60, 8)), rng.normal(size=(50, 8)), rng.normal(size=(30, 8))
     fitted = estimator.fit(bank, gallery=gallery)
     whole_rows = fitted.top_k(queries=queries, k=6)
-    monkeypatch.setattr(skqbnorm.normalisers._base, "MIN_WHOLE_ROWS", 10**9)
+    monkeypatch.setattr(skqbnorm.normalisers._top_k, "MIN_WHOLE_ROWS", 10**9)
     fitted.set_params(working_memory=1e-3)  # many column chunks
     streamed = fitted.top_k(queries=queries, k=6)
     assert_array_equal(streamed[0], whole_rows[0])

@@ -1,6 +1,8 @@
 """Querybank normalisers: scikit-learn transformers that rescale query similarities."""
 
-from ._base import QueryBankNormaliser
+from ._base import BankPasses, QueryBankNormaliser
+from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 from ._centering import Centering
 from ._csls import CSLS
 from ._dbnorm import DualDynamicInvertedSoftmax, DualInvertedSoftmax
@@ -14,6 +16,9 @@ from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
 __all__ = [
     "CSLS",
+    "BankPasses",
+    "BiasFormMixin",
+    "Capabilities",
     "Centering",
     "DualBankSinkhornNormalisation",
     "DualDynamicInvertedSoftmax",

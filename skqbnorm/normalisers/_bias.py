@@ -18,6 +18,17 @@ from sklearn.utils.validation import check_is_fitted
 from .._core import row_top1
 
 
+def _floating(dtype, default):
+    """The dtype of augmented vectors: ``default`` for None, else a floating dtype."""
+    dtype = default if dtype is None else np.dtype(dtype)
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(
+            f"dtype must be a floating dtype (the vectors hold unit rows and biases, which "
+            f"an integer dtype would truncate to zeros); got dtype={dtype}."
+        )
+    return dtype
+
+
 class BiasFormMixin:
     """Per-gallery bias and augmented vectors of a bias-form normaliser.
 
@@ -34,7 +45,7 @@ class BiasFormMixin:
 
     def _is_gated(self):
         """Whether the bias depends on the query's raw top-1 gallery item (DIS, dynamic DBNorm)."""
-        return type(self)._gated_biases is not BiasFormMixin._gated_biases
+        return self.capabilities.gated
 
     def gallery_bias(self):
         """The per-gallery bias of a normalised row: it ranks as ``s(q, g) - bias_g``.
@@ -111,8 +122,9 @@ class BiasFormMixin:
 
         Parameters
         ----------
-        dtype : numpy dtype, default=None
+        dtype : numpy floating dtype, default=None
             Of the result; None keeps the gallery embeddings' (FAISS takes float32).
+            An integer dtype is refused: it would truncate the unit rows to zeros.
 
         Returns
         -------
@@ -121,7 +133,7 @@ class BiasFormMixin:
             form (one unless gated, see :meth:`gallery_biases`), the negated bias.
         """
         gallery = self._fitted_gallery()
-        dtype = gallery.dtype if dtype is None else np.dtype(dtype)
+        dtype = _floating(dtype, gallery.dtype)
         out = np.empty((gallery.shape[0], gallery.shape[1] + len(self._gated_biases())), dtype=dtype)
         out[:, : gallery.shape[1]] = gallery
         out[:, gallery.shape[1] :] = -self.gallery_biases().T
@@ -162,13 +174,13 @@ class BiasFormMixin:
         True
         """
         check_is_fitted(self)
-        prepared = self._check_queries(queries)
+        prepared = self.prepare_queries(queries)
         if top1 is None:
             top1 = self._exact_top1(prepared) if self._is_gated() else np.zeros(len(prepared), np.intp)
         elif len(top1) != len(prepared):
             raise ValueError(f"top1 has {len(top1)} entries for {len(prepared)} queries.")
         forms = self.row_forms(top1)
-        dtype = prepared.dtype if dtype is None else np.dtype(dtype)
+        dtype = _floating(dtype, prepared.dtype)
         n_dims, n_forms = prepared.shape[1], len(self._gated_biases())
         out = np.zeros((len(prepared), n_dims + n_forms), dtype=dtype)
         out[:, :n_dims] = prepared

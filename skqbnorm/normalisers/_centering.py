@@ -8,6 +8,7 @@ from .._core import ColumnMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 
 
 class Centering(BiasFormMixin, QueryBankNormaliser):
@@ -71,6 +72,8 @@ class Centering(BiasFormMixin, QueryBankNormaliser):
     >>> dn.transform([[0.8, 0.4]]).round(3)
     array([[0.4, 0.3]])
     """
+
+    capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,

@@ -8,6 +8,7 @@ from .._core import ColumnTopKMean, finite_mean, row_top_k
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 
 
 class CSLS(BiasFormMixin, QueryBankNormaliser):
@@ -61,6 +62,8 @@ class CSLS(BiasFormMixin, QueryBankNormaliser):
     array([[-0.2,  0.2]])
     """
 
+    capabilities = Capabilities(bias_form=True, whole_rows=True, index="bias")
+
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
@@ -94,3 +97,24 @@ class CSLS(BiasFormMixin, QueryBankNormaliser):
         top = self._row_state(sims, columns) if row_state is None else row_state
         np.subtract(sims, self.bank_neighbourhood_[columns].astype(dtype), out=out)
         out += sims - finite_mean(top, axis=1).astype(dtype)[:, None]
+
+    def index_neighbours(self):
+        """CSLS's ``r_G(q)`` is the mean of each query's raw top ``k``."""
+        return self.k
+
+    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+        """Each query's raw top ``k`` similarities from the index, sorted (missing ones
+        filled with the mean of those found, so that ``r_G(q)`` is their mean)."""
+        return np.sort(_neighbourhood_of_found(neighbour_sims[:, : self.k]), axis=1)
+
+
+def _neighbourhood_of_found(sims):
+    """Each row's raw top k for CSLS's ``r_G(q)``, where the index found fewer than k
+    (-inf) the missing ones taken as the mean of those found, so that ``r_G(q)`` is
+    their mean (0 in a row of none: its scores are all -inf anyway)."""
+    found = np.isfinite(sims)
+    if found.all():
+        return sims
+    count = found.sum(axis=1)
+    mean = finite_mean(np.where(found, sims, 0), axis=1) * (sims.shape[1] / np.maximum(count, 1))
+    return np.where(found, sims, mean.astype(sims.dtype)[:, None])

@@ -8,6 +8,7 @@ from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 from ._softmax import DynamicInvertedSoftmax
 
 
@@ -140,7 +141,7 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     True
     """
 
-    _uses_gallery_bank = True
+    capabilities = Capabilities(bias_form=True, gallery_bank="gallery_bank", index="bias")
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
@@ -294,6 +295,10 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
     array([[0.425, 0.675]])
     """
 
+    capabilities = Capabilities(
+        bias_form=True, whole_rows=True, gated=True, gallery_bank="gallery_bank", index="bias"
+    )
+
     _parameter_constraints: dict = {
         **DualInvertedSoftmax._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
@@ -306,6 +311,7 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
 
     # The gate's running top-1 over a row's column chunks is the DIS's.
     _row_state = DynamicInvertedSoftmax._row_state
+    index_row_state = DynamicInvertedSoftmax.index_row_state
 
     def _check_sizes(self, n_bank, n_gallery):
         self._check_k(n_bank, n_gallery)

@@ -7,6 +7,7 @@ import numpy as np
 from .._core import ColumnLogSumExp, all_finite
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
+from ._capabilities import Capabilities
 
 
 class DualSoftmax(QueryBankNormaliser):
@@ -101,6 +102,8 @@ class DualSoftmax(QueryBankNormaliser):
     array([[0.3921, 0.2201]])
     """
 
+    capabilities = Capabilities(transductive=True, index="rerank")
+
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
         "temperature": [NotBool(Real, 0, np.inf, closed="neither")],
@@ -122,6 +125,17 @@ class DualSoftmax(QueryBankNormaliser):
                 "overflow float64. Use a smaller temperature or smaller similarities."
             )
         self.bank_soft_max_ = soft_max
+
+    def _overflow_cause(self, similarity, item):
+        """A similarity within the range of cosines of the bank's soft maximum c
+        (``|s - c| <= 2``) overflows only through the temperature: exp((s - c) / T)."""
+        if abs(similarity - self.bank_soft_max_[item]) <= 2:
+            return (
+                f"temperature={self.temperature!r} is too small for these similarities: "
+                "the weights exp((s - c) / temperature) of similarities above the bank's soft "
+                "maxima c overflow float64. Use a larger temperature."
+            )
+        return None
 
     def _score(self, sims, columns, row_state, out):
         with np.errstate(over="ignore", under="ignore"):

@@ -19,9 +19,10 @@ Such a normaliser hands :class:`GalleryBankInput` (the two precomputed matrices)
 the base class's ``fit`` as its ``gallery_bank``, and reads ``s(b, h)`` through
 :meth:`GalleryBank.querybank_sims` and :meth:`GalleryBank.targets`.
 
-A normaliser declares ``_uses_gallery_bank = True`` and defines
-``_learn_gallery_bank(gallery_bank)``, which receives a :class:`GalleryBank` (or None
-when fit got none) after ``_learn``; every other normaliser refuses one.
+A normaliser declares ``capabilities.gallery_bank`` (the precomputed input it takes)
+and defines ``_learn_gallery_bank(gallery_bank)``, which receives a :class:`GalleryBank`
+(or None when fit got none) after ``_learn`` (a multi-pass method receives it in
+``_learn_passes``); every other normaliser refuses one.
 """
 
 from typing import NamedTuple
@@ -44,7 +45,7 @@ CROSS_NAME = "querybank_to_gallery_bank"
 
 def check_gallery_bank_use(normaliser, gallery_bank):
     """Refuse a gallery bank given to a normaliser that cannot use one."""
-    if gallery_bank is not None and not getattr(normaliser, "_uses_gallery_bank", False):
+    if gallery_bank is not None and normaliser.capabilities.gallery_bank is None:
         name = type(normaliser).__name__
         raise ValueError(
             f"{name} does not use a gallery bank, but fit got gallery_bank of shape "
@@ -52,13 +53,6 @@ def check_gallery_bank_use(normaliser, gallery_bank):
             "DualInvertedSoftmax and DualDynamicInvertedSoftmax, DBSN's "
             f"DualBankSinkhornNormalisation) take one. Fit {name} without gallery_bank."
         )
-
-
-def fit_gallery_bank(normaliser, gallery_bank):
-    """Hand the validated gallery bank (or None) to a normaliser that uses one."""
-    if getattr(normaliser, "_uses_gallery_bank", False):
-        bank = None if gallery_bank is None else GalleryBank(gallery_bank, normaliser)
-        normaliser._learn_gallery_bank(bank)
 
 
 class GalleryBankInput(NamedTuple):

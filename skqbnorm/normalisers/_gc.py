@@ -6,6 +6,7 @@ from sklearn.utils import gen_batches
 from .._core import all_finite, check_finite_block, rows_per_chunk
 from .._ranks import ColumnRanks, SortedColumns
 from ._base import QueryBankNormaliser, fill_blocks
+from ._capabilities import Capabilities
 
 
 class GloballyCorrected(QueryBankNormaliser):
@@ -73,6 +74,8 @@ class GloballyCorrected(QueryBankNormaliser):
     >>> normaliser.transform([[0.75, 0.25]])
     array([[-1.5, -1. ]])
     """
+
+    capabilities = Capabilities(whole_rows=True, index="rerank")
 
     def _transform_into(self, sims, dtype, out):
         """Scores in blocks as tall as ``working_memory`` allows for 256 columns.
@@ -143,3 +146,28 @@ class GloballyCorrected(QueryBankNormaliser):
             scores /= divisor.T
             scores -= ranks
             out[:, tile] = scores.T
+
+    def index_neighbours(self):
+        """GC's row range takes the highest similarity from the raw search."""
+        return 1
+
+    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+        """Each row's range ``(low, high)``: ``high`` from the raw search, ``low`` from a
+        search of ``-q`` (the lowest similarity), both as the index finds them."""
+        lowest = self.candidate_similarities(queries, search(-queries, 1))
+        return _row_range_of_found(lowest[:, 0], neighbour_sims)
+
+
+def _row_range_of_found(lowest, sims):
+    """GC's row range ``(low, high)``, each of shape (n, 1), from the search of ``-q``
+    (``lowest``) and the raw results (``sims``), -inf where the index found nothing:
+    the lowest of what was found, and 0 for a row of nothing (its scores are all -inf)."""
+    with np.errstate(invalid="ignore"):
+        found = np.isfinite(sims)
+        high = np.where(found, sims, -np.inf).max(axis=1)
+        low = np.minimum(np.where(np.isfinite(lowest), lowest, np.inf),
+                         np.where(found, sims, np.inf).min(axis=1))
+    empty = ~found.any(axis=1)
+    high[empty] = low[empty] = 0
+    return low[:, None], high[:, None]
+

@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._core import ColumnMoments, RowMoments
 from .._ranks import ColumnRanks, SortedColumns, SortedRows
 from ._base import QueryBankNormaliser
+from ._capabilities import Capabilities
 
 
 def standard_scale(std):
@@ -96,6 +97,8 @@ class QueryBankZNorm(QueryBankNormaliser):
     >>> normaliser.transform([[0.8, 0.4]]).round(3)  # item 1 stands out from the bank
     array([[0., 2.]])
     """
+
+    capabilities = Capabilities(index="rerank")
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnMoments(n_gallery)]
@@ -210,6 +213,8 @@ class MutualProximity(QueryBankNormaliser):
     array([[0.4167, 0.375 , 0.0208]])
     """
 
+    capabilities = Capabilities(whole_rows=True, index="rerank")
+
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
         "method": [StrOptions({"gaussian", "empiric"})],
@@ -236,6 +241,30 @@ class MutualProximity(QueryBankNormaliser):
         if state is None:
             state = RowMoments() if self.method == "gaussian" else SortedRows()
         return state.update(sims)
+
+    def check_index_serving(self):
+        """The Gaussian form is served (row moments from the gallery's); the empiric
+        one ranks within the query's whole row, which an index does not give."""
+        super().check_index_serving()
+        if self.method != "gaussian":
+            raise ValueError(
+                "MutualProximity(method='empiric') ranks each similarity within the "
+                "query's whole row, which an index does not give: use method='gaussian', "
+                "or normaliser.top_k."
+            )
+
+    def index_context(self):
+        """The gallery's mean and (population) covariance: each row's moments, exactly."""
+        gallery = self.gallery_embeddings_
+        return gallery.mean(axis=0, dtype=np.float64), np.cov(gallery, rowvar=False, bias=True)
+
+    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+        """Each row's mean and spread, ``q . mean`` and ``sqrt(q' cov q)``, from
+        :meth:`index_context` (exact: no search needed)."""
+        mean, covariance = self.index_context() if context is None else context
+        variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
+        mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
+        return RowMoments.given(mean, np.sqrt(np.maximum(variance, 0)))
 
     def _score(self, sims, columns, row_state, out):
         row = (self._row_state(sims, columns) if row_state is None else row_state).result()

@@ -8,6 +8,7 @@ from .._core import ColumnTopKMean
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 
 
 class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
@@ -89,6 +90,8 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
     array([[0.175, 0.375]])
     """
 
+    capabilities = Capabilities(bias_form=True, index="bias")
+
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
@@ -114,6 +117,16 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
 
     def _gallery_bias(self):
         return self._bias
+
+    def _overflow_cause(self, similarity, item):
+        """The bias ``alpha * r_B(g)`` itself overflows: alpha is to blame."""
+        if not np.isfinite(self._bias[item]) and np.isfinite(self.bank_neighbourhood_[item]):
+            return (
+                f"alpha={self.alpha!r} is too large for these similarities: the bias "
+                f"alpha * r_B(g) of gallery item {item} (r_B = {self.bank_neighbourhood_[item]:.6g}) "
+                "overflows float64. Use a smaller alpha."
+            )
+        return None
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._bias[columns].astype(sims.dtype), out=out)

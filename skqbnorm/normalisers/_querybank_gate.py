@@ -4,9 +4,9 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from ..metrics._querybank import querybank_diagnostics
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 from ._softmax import DynamicInvertedSoftmax
 
 
@@ -67,7 +67,8 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     def __init__(self, normaliser=None):
         self.normaliser = normaliser
 
-    def fit(self, X, y=None, *, queries=None, gallery=None, gallery_bank=None):
+    def fit(self, X, y=None, *, queries=None, gallery=None, gallery_bank=None,
+            querybank_to_gallery_bank=None):
         """Fit the normaliser on the querybank and check the bank against the queries.
 
         Parameters
@@ -80,6 +81,10 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             The queries to serve, or a sample of them, in the form of ``X``.
         gallery, gallery_bank : array-like, default=None
             As the wrapped normaliser's fit takes them.
+        querybank_to_gallery_bank : array-like of shape (n_bank, n_gallery_bank), default=None
+            For a normaliser whose capabilities declare this gallery-bank input
+            (:class:`~skqbnorm.DualBankSinkhornNormalisation` on precomputed
+            similarities): the querybank's similarities to the gallery bank.
 
         Returns
         -------
@@ -91,8 +96,19 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 "QueryBankGate needs the queries to serve (or a sample of them) at fit, to "
                 "check the querybank against them: fit(bank, queries=query_sims)."
             )
+        # Imported here: metrics imports the normalisers, which must import first.
+        from ..metrics._querybank import querybank_diagnostics
+
         normaliser = DynamicInvertedSoftmax() if self.normaliser is None else self.normaliser
+        capabilities = _capabilities_of(normaliser)
         extra = {} if gallery_bank is None else {"gallery_bank": gallery_bank}
+        if querybank_to_gallery_bank is not None:
+            if capabilities.gallery_bank != "querybank_to_gallery_bank":
+                raise ValueError(
+                    f"querybank_to_gallery_bank is for a normaliser that takes it "
+                    f"(DualBankSinkhornNormalisation); {type(normaliser).__name__} does not."
+                )
+            extra["querybank_to_gallery_bank"] = querybank_to_gallery_bank
         self.normaliser_ = clone(normaliser).fit(X, y, gallery=gallery, **extra)
         params = self.normaliser_.get_params()
         self.diagnostics_ = querybank_diagnostics(
@@ -168,11 +184,35 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return self.normaliser_.similarities(queries)
 
+    def serving_normaliser(self):
+        """The fitted normaliser that serves the queries: the wrapped one when the
+        gate is open, else one whose scores are the raw similarities (a bias form
+        with zero bias). :class:`~skqbnorm.index.NormalisedIndex` serves it.
+
+        Returns
+        -------
+        normaliser : QueryBankNormaliser
+            Fitted.
+        """
+        return self._serving()
+
     def _serving(self):
         """The fitted normaliser when the gate is open, else raw similarities served
         through the same checks, blocks and ``top_k``."""
         check_is_fitted(self)
         return self.normaliser_ if self.open_ else _Unnormalised.like(self.normaliser_)
+
+
+def _capabilities_of(normaliser):
+    """The declared capabilities of a querybank normaliser, or a ValueError naming it."""
+    capabilities = getattr(type(normaliser), "capabilities", None)
+    if not isinstance(capabilities, Capabilities) or isinstance(normaliser, type):
+        raise ValueError(  # noqa: TRY004 - a bad parameter value, as scikit-learn refuses them
+            "QueryBankGate wraps a querybank normaliser (an instance of a class that "
+            "declares its capabilities, such as DynamicInvertedSoftmax()); got "
+            f"normaliser={normaliser!r}."
+        )
+    return capabilities
 
 
 class _Unnormalised(BiasFormMixin, QueryBankNormaliser):
@@ -181,6 +221,8 @@ class _Unnormalised(BiasFormMixin, QueryBankNormaliser):
     Made from a fitted normaliser (:meth:`like`), whose gallery, sizes and block
     settings it takes; it has no statistics of its own and never reads a bank.
     """
+
+    capabilities = Capabilities(bias_form=True, index="bias")
 
     @classmethod
     def like(cls, normaliser):

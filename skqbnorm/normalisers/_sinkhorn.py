@@ -6,10 +6,11 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .._core import ColumnLogSumExp, ProbeMatrix, all_finite, excess_over_mean
+from .._core import ColumnLogSumExp, all_finite, excess_over_mean
 from .._validation import NotBool, warn_caller
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBankInput, reader
 
 
@@ -91,17 +92,6 @@ class RowLogSumExp:
         for start, values in self.parts:
             out[start : start + len(values)] = values
         return out
-
-
-class _BankPasses(NamedTuple):
-    """How fit reads the querybank again: its probe and ``read(make_reducers)``, one pass.
-
-    ``first_soft_max`` is the first column pass, kept by DBSN until its gallery bank comes.
-    """
-
-    probe: ProbeMatrix
-    read: object
-    first_soft_max: np.ndarray = None
 
 
 class SinkhornPotentials(NamedTuple):
@@ -300,6 +290,8 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
     array([[0.85, 0.15]])
     """
 
+    capabilities = Capabilities(bias_form=True, bank_passes=True, index="bias")
+
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
         "tau": [NotBool(Real, 0, np.inf, closed="neither")],
@@ -314,59 +306,17 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
         self.n_iter = n_iter
         self.tol = tol
 
-    def fit(self, X, y=None, *, gallery=None, gallery_bank=None):
-        """Run the Sinkhorn iterations over a querybank, reading it once per half-iteration.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_bank, n_gallery) or (n_bank, n_dims)
-            The querybank similarities to the gallery, or its embeddings when
-            ``gallery`` is given (see :meth:`QueryBankNormaliser.fit`). An
-            ``np.memmap`` or a dask array is read ``2 * n_iter_`` times, block by block.
-        y : None or array-like of shape (n_bank,)
-            Ignored; present for ``Pipeline`` and ``GridSearchCV``.
-        gallery : array-like of shape (n_gallery, n_dims), default=None
-            Gallery embeddings (embedding mode).
-        gallery_bank : None
-            Refused: SN uses the querybank alone (its dual-bank form,
-            :class:`DualBankSinkhornNormalisation`, takes one).
-
-        Returns
-        -------
-        self : object
-            The fitted normaliser.
-        """
-        try:
-            return super().fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
-        finally:  # never keep (nor pickle) a reference to the bank
-            self.__dict__.pop("_bank_passes", None)
-
-    # The first column pass runs through the base class's fit (it is IS's reduction);
-    # the later passes read the bank again through the reader kept here.
-
-    def _probe(self, X, gallery):
-        probe = super()._probe(X, gallery)
-        self._bank_passes = _BankPasses(probe, reader(probe, self.working_memory, self.n_jobs))
-        return probe
-
-    def _reduce_dask(self, bank, gallery):
-        reducers, n_bank = super()._reduce_dask(bank, gallery)
-        if self.gallery_embeddings_ is None:
-            dtype = np.float32 if bank.dtype == np.float32 else np.float64
-            probe = ProbeMatrix(bank, dtype=dtype)
-        else:
-            gallery = self.gallery_embeddings_
-            probe = ProbeMatrix(bank, gallery.T, self.metric, gallery.dtype)
-        self._bank_passes = _BankPasses(probe, reader(probe, self.working_memory))
-        return reducers, n_bank
-
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnLogSumExp(n_gallery, 1.0 / self.tau)]  # the u-update from v = 1
 
-    def _learn(self, reducers):
-        passes = self._bank_passes
+    def _learn_passes(self, reducers, bank, gallery_bank):
+        """The Sinkhorn iterations, each half-iteration one more pass of ``bank.read``.
+
+        fit's first pass (``reducers``) is the first u-update, IS's reduction; SN
+        takes no gallery bank (``gallery_bank`` is None: fit refuses one).
+        """
         first = _checked(reducers[0].result(), self.tau, "gallery")
-        self._fit_sinkhorn(passes.read, passes.probe.shape, first)
+        self._fit_sinkhorn(bank.read, bank.probe.shape, first)
 
     def _fit_sinkhorn(self, read_bank, shape, first_soft_max):
         """Fit the scalings of the targets (P's columns), the first n_features_in_ the gallery's.
@@ -508,7 +458,9 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
     True
     """
 
-    _uses_gallery_bank = True
+    capabilities = Capabilities(
+        bias_form=True, bank_passes=True, gallery_bank="querybank_to_gallery_bank", index="bias"
+    )
 
     def fit(self, X, y=None, *, gallery=None, gallery_bank=None, querybank_to_gallery_bank=None):
         """Run the Sinkhorn iterations over the gallery and gallery bank, against the querybank.
@@ -561,24 +513,19 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
             gallery_bank = GalleryBankInput(gallery_bank, querybank_to_gallery_bank)
         return super().fit_transform(X, y, gallery=gallery, gallery_bank=gallery_bank)
 
-    def _learn(self, reducers):
-        # The iterations wait for the gallery bank (_learn_gallery_bank).
-        first = _checked(reducers[0].result(), self.tau, "gallery")
-        self._bank_passes = self._bank_passes._replace(first_soft_max=first)
-
-    def _learn_gallery_bank(self, gallery_bank):
-        passes = self._bank_passes
-        first = passes.first_soft_max
+    def _learn_passes(self, reducers, bank, gallery_bank):
+        """The Sinkhorn iterations over the gallery and, if given, the gallery bank."""
         self.gallery_bank_log_scaling_, self.n_gallery_bank_ = None, 0
         if gallery_bank is None:
-            self._fit_sinkhorn(passes.read, passes.probe.shape, first)
+            super()._learn_passes(reducers, bank, gallery_bank)
             return
-        cross = gallery_bank.querybank_sims(passes.probe)
+        first = _checked(reducers[0].result(), self.tau, "gallery")
+        cross = gallery_bank.querybank_sims(bank.probe)
         (column,) = reader(cross, self.working_memory, self.n_jobs)(
             lambda: [ColumnLogSumExp(cross.shape[1], 1.0 / self.tau)]
         )
         first = np.concatenate([first, _checked(column.result(), self.tau, "gallery bank")])
-        targets = gallery_bank.targets(passes.probe, cross)
+        targets = gallery_bank.targets(bank.probe, cross)
         read = reader(targets, self.working_memory, self.n_jobs)
         self.gallery_bank_log_scaling_ = self._fit_sinkhorn(read, targets.shape, first)
         self.n_gallery_bank_ = cross.shape[1]

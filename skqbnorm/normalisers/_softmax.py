@@ -9,6 +9,8 @@ from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean, row_top1
 from .._validation import NotBool
 from ._base import QueryBankNormaliser
 from ._bias import BiasFormMixin
+from ._capabilities import Capabilities
+from ._serving import best_k
 
 
 class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
@@ -97,6 +99,8 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     >>> normaliser.transform([[0.5, 0.5]]).round(4)
     array([[0.85, 0.15]])
     """
+
+    capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
         **QueryBankNormaliser._parameter_constraints,
@@ -208,6 +212,8 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     array([[0.2, 0.5, 0.3]])
     """
 
+    capabilities = Capabilities(bias_form=True, whole_rows=True, gated=True, index="bias")
+
     _parameter_constraints: dict = {
         **InvertedSoftmax._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
@@ -234,6 +240,11 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     def _row_state(self, sims, columns, state=None):
         """Each row's top-1 so far: (value, gallery index); ties keep the lowest index."""
         return row_top1(sims, columns.start or 0, state)
+
+    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+        """Each query's raw top-1 from the index: (value, gallery index), as ``_row_state``."""
+        top1, top_value = (best[:, 0] for best in best_k(neighbours, neighbour_sims, 1))
+        return top_value, top1
 
     def _score(self, sims, columns, row_state, out):
         # Normalise every row, then restore those left raw. With whole rows the

@@ -1,0 +1,73 @@
+"""What a normaliser is: its declared capabilities, read by the base class, the
+index, the gate and the catalogue instead of detecting overridden methods."""
+
+from dataclasses import dataclass
+
+#: The gallery-bank inputs a dual-bank normaliser's fit may take (None: it takes none).
+GALLERY_BANK_INPUTS = (None, "gallery_bank", "querybank_to_gallery_bank")
+#: How :class:`~skqbnorm.index.NormalisedIndex` serves a normaliser (None: refused).
+INDEX_SERVING = ("bias", "rerank", None)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The declared contract of a querybank normaliser class (its ``capabilities``).
+
+    Every normaliser class declares one as a class attribute; the shared fit, the
+    serving code (``transform``, ``top_k``), :class:`~skqbnorm.index.NormalisedIndex`,
+    :class:`~skqbnorm.QueryBankGate` and :mod:`skqbnorm.catalogue` read it. A frozen
+    dataclass rather than scikit-learn tags: these are facts about the method (fixed
+    for the class, never a function of the parameters), which tags, recomputed per
+    instance and validated by scikit-learn's own schema, do not carry.
+
+    Parameters
+    ----------
+    bias_form : bool, default=False
+        A normalised row ranks as ``s(q, g) - bias_g``: the class defines
+        ``_gallery_bias()`` and offers ``gallery_bias()``, ``augmented_gallery()``...
+    whole_rows : bool, default=False
+        Its scores need a reduction over a query's whole row (``_row_state``), so a
+        gallery streamed in column chunks is read twice.
+    gated : bool, default=False
+        Bias form applied only to the rows whose raw top-1 opens a gate
+        (``_gated_biases()``: one bias per row form); implies ``bias_form``.
+    gallery_bank : {None, "gallery_bank", "querybank_to_gallery_bank"}, default=None
+        The gallery-bank input its fit needs in precomputed mode: the gallery bank's
+        similarities to the gallery (``gallery_bank=``), or the querybank's to the
+        gallery bank (``querybank_to_gallery_bank=``); None: it refuses a gallery bank.
+        A dual-bank class defines ``_learn_gallery_bank(gallery_bank)``.
+    bank_passes : bool, default=False
+        Its fit reads the querybank several times: it defines
+        ``_learn_passes(reducers, bank, gallery_bank)`` in place of ``_learn``, where
+        ``bank.read(make_reducers)`` runs one more pass over the bank.
+    transductive : bool, default=False
+        It may sensibly be fitted on the test queries themselves (DSL).
+    index : {"bias", "rerank", None}, default="rerank"
+        How :class:`~skqbnorm.index.NormalisedIndex` serves it: by the augmented
+        inner-product search (needs ``bias_form``), by reranking raw candidates with
+        its exact scores, or not at all.
+
+    Examples
+    --------
+    >>> from skqbnorm import CSLS, GloballyCorrected
+    >>> CSLS.capabilities.bias_form, CSLS.capabilities.whole_rows, CSLS.capabilities.index
+    (True, True, 'bias')
+    >>> GloballyCorrected.capabilities.index
+    'rerank'
+    """
+
+    bias_form: bool = False
+    whole_rows: bool = False
+    gated: bool = False
+    gallery_bank: str = None
+    bank_passes: bool = False
+    transductive: bool = False
+    index: str = "rerank"
+
+    def __post_init__(self):
+        if self.gallery_bank not in GALLERY_BANK_INPUTS:
+            raise ValueError(f"gallery_bank must be one of {GALLERY_BANK_INPUTS}; got {self.gallery_bank!r}.")
+        if self.index not in INDEX_SERVING:
+            raise ValueError(f"index must be one of {INDEX_SERVING}; got {self.index!r}.")
+        if (self.gated or self.index == "bias") and not self.bias_form:
+            raise ValueError("gated=True and index='bias' need bias_form=True.")

@@ -1,0 +1,380 @@
+"""Serving a fitted normaliser: transform, scores of blocks, and the index's protocol.
+
+The serving protocol, public and shared by every normaliser, is what
+:class:`~skqbnorm.index.NormalisedIndex` (and any other engine) asks of a
+normaliser; it tests no class and calls no private method:
+
+- ``capabilities`` (a :class:`~skqbnorm.normalisers.Capabilities`): ``index``
+  says whether it is served by the augmented search (``"bias"``: then
+  ``augmented_gallery()``, ``gallery_biases()`` and ``row_forms(top1)`` for the
+  ``gated`` ones) or by reranking raw candidates (``"rerank"``);
+- :meth:`~ServingMixin.serving_normaliser` and
+  :meth:`~ServingMixin.check_index_serving`: what is served, or why not;
+- :meth:`~ServingMixin.prepare_queries` and
+  :meth:`~ServingMixin.candidate_similarities`: the queries as the index takes
+  them, and their similarities to given items;
+- :meth:`~ServingMixin.index_neighbours`, :meth:`~ServingMixin.index_context` and
+  :meth:`~ServingMixin.index_row_state`: the per-row state of whole-row scores
+  (CSLS's ``r_G(q)``, the DIS's top-1, GC's row range, MP's row moments) from a
+  raw search;
+- :meth:`~ServingMixin.score_block` and :func:`take_rows`: exact scores of the
+  candidates, a block of rows at a time.
+"""
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.utils import gen_batches
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .._core import (
+    all_finite,
+    check_finite_block,
+    embedding_products,
+    gallery_item,
+    prepare_embeddings,
+    rows_per_chunk,
+)
+from .._dask import is_dask_array, transform_dask
+from .._validation import check_embeddings, float_dtype, naming, warn_caller
+
+#: Elements (float64) of the blocks that candidate similarities are computed in: 16 MiB.
+BLOCK_ELEMENTS = 1 << 21
+
+
+def fill_blocks(out, blocks, scores, n_jobs):
+    """``out[block] = scores(block)`` for every block (an index of ``out``).
+
+    With one job each block is scored in place (``scores(block, out[block])``);
+    with several, each task returns its block, so that process-based backends
+    work too.
+    """
+    if effective_n_jobs(n_jobs) == 1:
+        for block in blocks:
+            scores(block, out[block])
+        return
+    found = Parallel(n_jobs=n_jobs, prefer="threads")(delayed(scores)(block) for block in blocks)
+    for block, block_scores in zip(blocks, found):
+        out[block] = block_scores
+
+
+
+def take_rows(row_state, rows):
+    """The part of a row state (None, an array, a tuple of arrays, or an object with
+    ``take(rows)``) that belongs to a block of rows."""
+    if row_state is None:
+        return None
+    if hasattr(row_state, "take") and not isinstance(row_state, np.ndarray):
+        return row_state.take(rows)
+    if isinstance(row_state, tuple):
+        return tuple(part[rows] for part in row_state)
+    return row_state[rows]
+
+
+def best_k(candidates, scores, k):
+    """Each row's k best candidates by decreasing score, ties to the lowest index (-1 last)."""
+    order = np.lexsort((np.where(candidates < 0, np.iinfo(np.intp).max, candidates), -scores), axis=1)
+    order = order[:, :k]
+    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(scores, order, axis=1)
+
+
+class ServingMixin:
+    """``transform``, block scores, query embeddings and the index's serving protocol."""
+
+    def transform(self, X):
+        """Normalise query-by-gallery similarities.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_gallery)
+            Similarities of new queries to the fitted gallery, one row per query.
+            In embedding mode, :meth:`similarities` computes them.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_queries, n_gallery)
+            Normalised scores, higher is better, in the dtype of ``X`` (float32
+            stays float32). Only each row's ranking is meaningful across methods.
+        """
+        check_is_fitted(self)
+        if is_dask_array(X):
+            if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+                raise ValueError(
+                    f"X has shape {X.shape}, but {type(self).__name__} is expecting "
+                    f"{self.n_features_in_} features as input (one per fitted gallery item)."
+                )
+            return transform_dask(self, X, self.capabilities.whole_rows)
+        sims = self._check_query_sims(X, "transform(normaliser.similarities(queries))")
+        dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
+        out = np.empty(sims.shape, dtype=dtype)
+        self._transform_into(sims, dtype, out)
+        return out
+
+    def _transform_into(self, sims, dtype, out):
+        """Scores of ``sims`` into ``out``, in blocks of whole rows.
+
+        ``working_memory`` holds 16 blocks at once (input, scores, temporaries).
+        """
+        step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, 16)
+
+        def scores(rows, out=None):
+            return self.score_block(np.asarray(sims[rows], dtype=dtype), slice(None), None, rows, out)
+
+        fill_blocks(out, list(gen_batches(sims.shape[0], step)), scores, self.n_jobs)
+
+    def score_block(self, sims, columns=slice(None), row_state=None, rows=None, out=None):
+        """Normalised scores of a block of query rows over some gallery columns.
+
+        Part of the serving protocol (see the module docstring): what ``transform``,
+        ``top_k`` and :class:`~skqbnorm.index.NormalisedIndex` score with.
+
+        Parameters
+        ----------
+        sims : ndarray of shape (n_rows, n_columns)
+            The rows' similarities to the gallery items ``columns``.
+        columns : slice or ndarray of int, default=slice(None)
+            The gallery items of the block's columns: a slice, or an index array
+            (the candidates of a vector index).
+        row_state : object, default=None
+            What a whole-row method (``capabilities.whole_rows``) needs of each whole
+            row, from ``_row_state`` or :meth:`index_row_state`; None when ``sims``
+            holds whole rows.
+        rows : slice, default=None
+            The rows' positions in the caller's queries, for error messages; None:
+            ``slice(0, n_rows)``.
+        out : ndarray of shape (n_rows, n_columns), default=None
+            Where to write the scores.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_rows, n_columns)
+            In the dtype of ``sims``; a NaN or infinity in ``sims`` is named in a
+            ValueError, and scores that overflow are computed again in float64.
+        """
+        rows = slice(0, len(sims)) if rows is None else rows
+        out = np.empty_like(sims) if out is None else out
+        with np.errstate(invalid="ignore", over="ignore"):
+            self._score(sims, columns, row_state, out)
+        # Finite input mostly gives finite scores, so the scores, still in cache, are
+        # tested first, and the input only if they fail.
+        if not all_finite(out):
+            check_finite_block(sims, rows, name="X", items=columns)  # a slice, or an index's candidates
+            self._rescore_overflow(sims, columns, row_state, rows, out)
+        return out
+
+    def _checked_scores(self, block, columns, row_state, rows, out=None):
+        """:meth:`score_block` (the name ``skqbnorm._dask`` calls)."""
+        return self.score_block(block, columns, row_state, rows, out)
+
+    def _rescore_overflow(self, block, columns, row_state, rows, out):
+        """Scores of finite similarities that overflowed: redone in float64, else refused.
+
+        Probabilities (``output="probability"``) that exceed the dtype's range are
+        clipped to its largest value, with a warning; any other score beyond it is
+        an error.
+        """
+        if out.dtype != np.float64:
+            wide = np.empty(out.shape)
+            with np.errstate(invalid="ignore", over="ignore"):
+                self._score(block.astype(np.float64), columns, row_state, wide)
+                out[...] = wide
+            if all_finite(out):
+                return
+        bad = tuple(np.argwhere(~np.isfinite(out))[0])
+        where = (
+            f"X row {rows.start + bad[0]}, gallery item {gallery_item(columns, bad[1])} "
+            f"(similarity {block[bad]:.6g})"
+        )
+        if getattr(self, "output", "log") == "probability":
+            largest = np.finfo(out.dtype).max
+            # One text for every block (no row named), so that the warnings filter
+            # shows it once per call site, not once per block.
+            warn_caller(
+                f"output='probability' overflows {out.dtype} for some scores of X (their "
+                f"similarities far above the bank's): those probabilities are clipped to "
+                f"{largest:.6g}, so they tie. Use output='log' (the same ranking, without "
+                "overflow) to rank.",
+                RuntimeWarning,
+            )
+            np.minimum(out, largest, out=out)
+            return
+        cause = self._overflow_cause(block[bad], gallery_item(columns, bad[1]))
+        if cause is not None:
+            raise ValueError(
+                f"{cause} ({type(self).__name__}'s scores of the finite similarities X "
+                f"overflow {out.dtype}, first at {where}.)"
+            )
+        raise ValueError(
+            f"{type(self).__name__}'s scores of the finite similarities X overflow "
+            f"{out.dtype}, first at {where}: X spans [{block.min():.6g}, {block.max():.6g}], "
+            "too wide a range for these scores. Rescale the similarities (and the "
+            "querybank) to a smaller magnitude."
+        )
+
+    def _overflow_cause(self, similarity, item):
+        """The parameter to blame when the finite ``similarity`` to gallery ``item``
+        scores beyond float64, as a sentence naming it and what to do; None blames
+        the data."""
+        return
+
+    def _row_state(self, sims, columns, state=None):
+        """Reduction over a row's columns that the scores need (``capabilities.whole_rows``)."""
+        return
+
+    def _needs_whole_rows(self):
+        """``capabilities.whole_rows`` (the name older callers read)."""
+        return self.capabilities.whole_rows
+
+    def _check_query_sims(self, X, embeddings_use):
+        """Validated query similarities; ``embeddings_use`` says what to call instead
+        with query embeddings, named when ``X`` has the fitted embeddings' width."""
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
+            gallery = getattr(self, "gallery_embeddings_", None)
+            hint = ""
+            if gallery is not None and shape[1] == gallery.shape[1]:
+                hint = (f" X has the width of the fitted embeddings ({shape[1]} dimensions): "
+                        f"for query embeddings, use {embeddings_use}.")
+            raise ValueError(
+                f"X has {shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input: the query similarities "
+                f"(shape {tuple(shape)}) need one column per fitted gallery item.{hint}"
+            )
+        with naming("X", X):
+            return validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=False)
+
+    def similarities(self, queries):
+        """Similarities of query embeddings to the fitted gallery, under ``metric``.
+
+        Parameters
+        ----------
+        queries : array-like of shape (n_queries, n_dims)
+            Query embeddings, of the fitted dimension.
+
+        Returns
+        -------
+        sims : ndarray of shape (n_queries, n_gallery)
+            Ready for :meth:`transform`.
+        """
+        check_is_fitted(self)
+        queries = self.prepare_queries(queries)
+        gallery_t = self.gallery_embeddings_.T.astype(queries.dtype, copy=False)
+        rows = slice(0, len(queries))
+        return embedding_products(queries, gallery_t, rows, "queries", self.metric)
+
+    def prepare_queries(self, queries):
+        """Validated query embeddings, prepared for a dot product under ``metric``.
+
+        Parameters
+        ----------
+        queries : array-like of shape (n_queries, n_dims)
+            Query embeddings, as many dimensions as ``gallery_embeddings_``.
+
+        Returns
+        -------
+        prepared : ndarray of shape (n_queries, n_dims)
+            Float, unit rows under ``metric="cosine"``; never the caller's array
+            when anything changed.
+        """
+        check_is_fitted(self)
+        if self.gallery_embeddings_ is None:
+            raise ValueError(
+                f"{type(self).__name__} was fitted on precomputed similarities, so it "
+                "holds no gallery embeddings; fit it with gallery=... to use query embeddings."
+            )
+        queries = check_embeddings(queries, "queries")
+        if queries.shape[1] != self.gallery_embeddings_.shape[1]:
+            raise ValueError(
+                f"queries have shape {queries.shape} but the fitted gallery embeddings "
+                f"have {self.gallery_embeddings_.shape[1]} dimensions."
+            )
+        return prepare_embeddings(queries, self.metric)
+
+
+    # -- the serving protocol of NormalisedIndex ----------------------------------------
+
+    def serving_normaliser(self):
+        """The fitted normaliser whose scores serve queries: this one.
+
+        A meta-normaliser (:class:`~skqbnorm.QueryBankGate`) returns the one it
+        serves with, so that an index serves it through the same protocol.
+        """
+        check_is_fitted(self)
+        return self
+
+    def check_index_serving(self):
+        """Raise a ValueError, naming the class, if an index cannot serve these scores.
+
+        Refuses a class whose ``capabilities.index`` is None; a class whose
+        parameters decide it (``MutualProximity(method="empiric")``) refines this.
+        """
+        if self.capabilities.index is None:
+            raise ValueError(
+                f"{type(self).__name__} is not supported by NormalisedIndex (its "
+                "capabilities declare index=None): use its top_k."
+            )
+
+    def index_neighbours(self):
+        """How many raw nearest gallery items per query :meth:`index_row_state` needs:
+        1 for the gate's top-1 of a gated normaliser, else 0; CSLS needs its ``k``."""
+        return 1 if self.capabilities.gated else 0
+
+    def index_context(self):
+        """What :meth:`index_row_state` needs of the gallery, computed once per index
+        (None unless a method needs it: Mutual Proximity's gallery moments)."""
+        return
+
+    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+        """The row state (see :meth:`score_block`) of queries served by an index.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (n_queries, n_dims)
+            Prepared query embeddings (:meth:`prepare_queries`).
+        neighbours : ndarray of shape (n_queries, n_found)
+            Each query's raw nearest gallery items, best first, -1 where the index
+            found fewer; ``n_found`` is at least :meth:`index_neighbours`.
+        neighbour_sims : ndarray of shape (n_queries, n_found)
+            Their similarities (-inf where ``neighbours`` is -1).
+        search : callable
+            ``search(vectors, k)``: the indices of the raw top k of other query
+            vectors (GC searches ``-q`` for each row's lowest similarity).
+        context : object, default=None
+            :meth:`index_context`'s result.
+
+        Returns
+        -------
+        row_state : object or None
+            None for a method whose scores need no whole-row state.
+        """
+        if not self.capabilities.whole_rows:
+            return
+        raise ValueError(
+            f"{type(self).__name__} declares whole-row scores but defines no "
+            "index_row_state: NormalisedIndex cannot serve it."
+        )
+
+    def candidate_similarities(self, queries, candidates):
+        """``s(q, g)`` of each prepared query and each of its candidate items.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (n_queries, n_dims)
+            Prepared query embeddings (:meth:`prepare_queries`).
+        candidates : ndarray of int of shape (n_queries, n_candidates)
+            Gallery indices per query; -1 for none.
+
+        Returns
+        -------
+        sims : ndarray of shape (n_queries, n_candidates)
+            In the queries' dtype; -inf where ``candidates`` is -1. Each is computed
+            alone, so it does not depend on the other candidates.
+        """
+        gallery = self.gallery_embeddings_
+        sims = np.empty(candidates.shape, dtype=queries.dtype)
+        width = max(1, candidates.shape[1] * queries.shape[1])
+        step = max(1, BLOCK_ELEMENTS // width)
+        for rows in gen_batches(len(queries), step):
+            vectors = gallery[candidates[rows]].astype(queries.dtype, copy=False)
+            sims[rows] = np.einsum("qd,qcd->qc", queries[rows], vectors)
+        sims[candidates < 0] = -np.inf
+        return sims

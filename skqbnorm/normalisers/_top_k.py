@@ -1,0 +1,271 @@
+"""top_k: the k best gallery items per query, without the whole score matrix.
+
+Three strategies share one contract (the result of ``transform`` and a stable sort):
+blocks of whole rows, a search by bias without scores, and a running top k over
+column chunks of the gallery for galleries too wide for whole rows.
+"""
+
+from numbers import Integral
+
+import numpy as np
+from joblib import Parallel, delayed, effective_n_jobs
+from sklearn.utils import gen_batches
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .._core import (
+    PRODUCT_MEMORY,
+    all_finite,
+    blas_share,
+    check_finite_block,
+    embedding_products,
+    merge_top_k,
+    row_top_k_indices,
+    rows_per_chunk,
+)
+from .._validation import FLOAT_DTYPES, float_dtype, naming
+
+#: Fewest whole query rows per block for which :meth:`TopKMixin.top_k` reads
+#: whole rows within ``PRODUCT_MEMORY``; beyond that gallery size it streams the gallery.
+MIN_WHOLE_ROWS = 8
+#: Bytes of a block's rows that a search by bias ranks at a time (a part stays in the
+#: cache through its few passes).
+SEARCH_PART_BYTES = 4 * 2**20
+
+
+class TopKMixin:
+    """``top_k`` of a querybank normaliser; its scores come from ``score_block``."""
+
+    def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
+        """The k best gallery items per query, streaming the gallery in column chunks.
+
+        Never materialises the n_queries x n_gallery score matrix: query rows are
+        taken in blocks of whole rows, each block scored once and cut to its top k
+        without sorting whole rows. Blocks of ``X`` fit ``working_memory``; in
+        embedding mode, one matrix product per block of up to 256 MiB. When fewer
+        than 8 whole rows fit (a gallery of millions), or when ``chunks`` are
+        given, the gallery is streamed in column chunks within ``working_memory``
+        with a running top k, and methods whose scores need a whole row (DIS, CSLS,
+        GC) read each row twice. With ``n_jobs``, blocks of whole rows are searched
+        in parallel threads, each with its share of the BLAS threads. The result
+        equals ``transform`` followed by a stable sort of each row: ties go to the
+        lowest gallery index.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_gallery), default=None
+            Query similarities, e.g. an ``np.memmap`` too large for memory: it is
+            read one block at a time.
+        queries : array-like of shape (n_queries, n_dims), default=None
+            Query embeddings (embedding mode): similarities to each gallery chunk
+            are computed under the fitted metric.
+        chunks : iterable of array-like of shape (n_queries, width), or callable, default=None
+            Query similarities as they arrive, one gallery shard at a time: column
+            blocks, in gallery order, whose widths add up to n_gallery. DIS, CSLS
+            and GC read them twice, so for these pass a sequence or a function
+            that returns a fresh iterable, not a one-shot iterator.
+        k : int, default=10
+            Number of gallery items per query, at most n_gallery.
+        return_scores : bool, default=True
+            Whether to return the scores too. Without them, a bias-form method
+            (not gated per query) ranks each row by ``s - gallery_bias()``, on the
+            product overwritten in place in embedding mode, and skips whatever
+            does not change a row's ranking (CSLS's per-query ``r_G(q)`` and own
+            top k, IS's exponential for probabilities): the same ranking in exact
+            arithmetic, while scores within rounding of each other (in float32,
+            a few rows in a thousand at k = 700) may swap.
+
+        Pass exactly one of ``X``, ``queries`` and ``chunks``.
+
+        Returns
+        -------
+        indices : ndarray of shape (n_queries, k)
+            Gallery indices, best first. Alone when ``return_scores=False``.
+        scores : ndarray of shape (n_queries, k)
+            Their normalised scores, in the input's float dtype (the first chunk's).
+        """
+        check_is_fitted(self)
+        n_gallery = self.n_features_in_
+        if isinstance(k, bool) or not (isinstance(k, Integral) and 1 <= k <= n_gallery):
+            raise ValueError(
+                f"k must be an integer in [1, {n_gallery}] (the fitted gallery size), "
+                f"not a bool or a float; got k={k!r}."
+            )
+        k = int(k)
+        if sum(source is not None for source in (X, queries, chunks)) != 1:
+            raise ValueError(
+                "Pass exactly one of X (query similarities), queries (query embeddings) "
+                "and chunks (query similarities by gallery shard)."
+            )
+        if not isinstance(return_scores, bool | np.bool_):
+            raise TypeError(f"return_scores must be True or False; got {return_scores!r}.")
+        found = self._top_k(X, queries, chunks, k, return_scores)
+        return found if return_scores else found[0]
+
+    def _top_k(self, X, queries, chunks, k, return_scores):
+        n_gallery = self.n_features_in_
+        if chunks is not None:
+            return self._running_top_k(self._given_column_blocks(chunks), k, first_row=0)
+        read, n_queries, dtype = self._query_source(X, queries)
+        indices = np.empty((n_queries, k), dtype=np.intp)
+        scores = np.empty((n_queries, k), dtype=dtype)
+        # Products of many query rows make the most of BLAS; given similarities
+        # are read within working_memory.
+        budget = PRODUCT_MEMORY if X is None else self.working_memory
+        whole_rows = min(n_queries, rows_per_chunk(n_gallery, np.dtype(dtype).itemsize, budget, 3))
+        if whole_rows >= MIN_WHOLE_ROWS:
+            # One read (or matrix product) per block of whole rows: scores need no second pass.
+            batches = list(gen_batches(n_queries, whole_rows))
+
+            by_bias = not return_scores and self._ranks_by_bias()
+
+            def search(rows):
+                if not by_bias:
+                    sims = read(rows, slice(None))
+                else:
+                    # A product is ours to overwrite, and the finite test of the ranking
+                    # covers it; given similarities are neither.
+                    owned = X is None
+                    sims = read(rows, slice(None), checked=not owned)
+                    found = self._search_by_bias(sims, rows, k, in_place=owned)
+                    if found is not None:
+                        return found
+                    if owned:  # overwritten: the product again, checked
+                        sims = read(rows, slice(None))
+                return row_top_k_indices(self.score_block(sims, slice(0, n_gallery), None, rows), k)
+
+            n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
+            with blas_share(n_parts):
+                found = Parallel(n_jobs=n_parts, prefer="threads")(map(delayed(search), batches))
+            for rows, (block_indices, block_scores) in zip(batches, found):
+                indices[rows], scores[rows] = block_indices, block_scores
+            return indices, scores
+        budget = rows_per_chunk(1, np.dtype(dtype).itemsize, self.working_memory, 4)  # elements
+        row_step = min(n_queries, 1024)
+        column_step = max(k, budget // row_step)
+        for rows in gen_batches(n_queries, row_step):
+
+            def column_blocks(rows=rows):
+                return ((columns, read(rows, columns)) for columns in gen_batches(n_gallery, column_step))
+
+            indices[rows], scores[rows] = self._running_top_k(column_blocks, k, first_row=rows.start)
+        return indices, scores
+
+    def _ranks_by_bias(self):
+        """Whether every row ranks as ``s - bias``: a search without scores needs no more
+        (not a per-row term as CSLS's, nor IS's exponential for probabilities)."""
+        return self.capabilities.bias_form and not self.capabilities.gated
+
+    def _search_by_bias(self, sims, rows, k, in_place):
+        """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
+
+        Each part stays in cache from its subtraction through its tests and search:
+        the product block itself is tall, for BLAS, and far larger than the cache.
+        """
+        bias = self._gallery_bias().astype(sims.dtype)
+        step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
+        found = []
+        for part in gen_batches(len(sims), step):
+            part_rows = slice(rows.start + part.start, rows.start + part.stop)
+            ranked = self._bias_ranked(sims[part], bias, part_rows, in_place)
+            if ranked is None:
+                return None
+            found.append(row_top_k_indices(ranked, k))
+        return tuple(np.concatenate(arrays) for arrays in zip(*found))
+
+    @staticmethod
+    def _bias_ranked(sims, bias, rows, in_place):
+        """``sims - bias``, or None where it overflows (then scores rank).
+
+        ``in_place`` overwrites ``sims``, which must then be finite (a checked
+        product); otherwise a NaN or an infinity in ``sims`` is named.
+        """
+        with np.errstate(over="ignore", invalid="ignore"):
+            ranked = np.subtract(sims, bias, out=sims if in_place else None)
+        if all_finite(ranked):  # then so is sims
+            return ranked
+        if not in_place:
+            check_finite_block(sims, rows, name="X")
+        return None
+
+    def _running_top_k(self, column_blocks, k, first_row):
+        """Top k of the rows that ``column_blocks()`` yields as (columns, block) pairs."""
+        state, best = None, None
+        if self.capabilities.whole_rows:
+            for columns, block in column_blocks():
+                # A NaN in a later chunk would spoil every chunk's scores: name it here.
+                rows = slice(first_row, first_row + len(block))
+                check_finite_block(block, rows, name="X", first_column=columns.start)
+                state = self._row_state(block, columns, state)
+        for columns, block in column_blocks():
+            rows = slice(first_row, first_row + len(block))
+            best = merge_top_k(best, self.score_block(block, columns, state, rows), columns.start, k)
+        return best
+
+    def _given_column_blocks(self, chunks):
+        """``column_blocks`` for :meth:`_running_top_k` over the caller's gallery shards."""
+        if self.capabilities.whole_rows and not callable(chunks) and iter(chunks) is chunks:
+            raise ValueError(
+                f"{type(self).__name__}.top_k reads chunks twice (its scores need whole rows), "
+                "but chunks is a one-shot iterator: pass a list of the chunks or a function "
+                "that returns a fresh iterable of them."
+            )
+        n_gallery = self.n_features_in_
+
+        def column_blocks():
+            start, first = 0, None
+            for position, chunk in enumerate(chunks() if callable(chunks) else chunks):
+                with naming(f"chunks[{position}]", chunk):
+                    chunk = check_array(
+                        chunk,
+                        dtype=FLOAT_DTYPES,
+                        ensure_all_finite=False,
+                        ensure_min_features=0,
+                        input_name="chunks",
+                    )
+                if first is None:
+                    first = chunk
+                if chunk.shape[0] != first.shape[0] or start + chunk.shape[1] > n_gallery:
+                    raise ValueError(
+                        f"chunks must be column blocks of the (n_queries, {n_gallery}) query "
+                        f"similarities: chunk {position} has shape {chunk.shape} after "
+                        f"{start} gallery columns, and the first chunk has {first.shape[0]} rows."
+                    )
+                if chunk.shape[1]:
+                    yield slice(start, start + chunk.shape[1]), chunk.astype(first.dtype, copy=False)
+                start += chunk.shape[1]
+            if start != n_gallery:
+                raise ValueError(
+                    f"chunks cover {start} gallery columns, but {type(self).__name__} was "
+                    f"fitted on a gallery of {n_gallery}."
+                )
+
+        return column_blocks
+
+    def _query_source(self, X, queries):
+        """A reader ``read(rows, columns, checked=...)`` of query similarity blocks, n_queries, dtype.
+
+        Given similarities are read as they are (their checks come later); products
+        are tested for overflow unless ``checked=False``.
+        """
+        if X is not None:
+            sims = self._check_query_sims(X, "top_k(queries=...)")
+            dtype = float_dtype(sims, "X")  # an integer memmap is cast a block at a time
+
+            def read(rows, columns, checked=False):
+                return np.asarray(sims[rows, columns], dtype=dtype)
+
+            return read, sims.shape[0], dtype
+        prepared = self.prepare_queries(queries)
+        gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
+
+        def product(rows, columns, checked=True):
+            """The products; unless ``checked``, not yet tested for overflow."""
+            if not checked:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    return prepared[rows] @ gallery[columns].T
+            return embedding_products(
+                prepared[rows], gallery[columns].T, rows, "queries", self.metric, columns.start
+            )
+
+        return product, prepared.shape[0], prepared.dtype
+

@@ -1,0 +1,184 @@
+"""The catalogue: registration, look-up, listings, and a new method in one file."""
+
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import check_estimator
+
+import skqbnorm.normalisers as normalisers_module
+from skqbnorm import catalogue
+from skqbnorm.catalogue import (
+    METHODS,
+    Method,
+    get_method,
+    normalisers,
+    register,
+    rerankers,
+    unregister,
+)
+from skqbnorm.cli import main
+from skqbnorm.normalisers import BiasFormMixin, Capabilities, QueryBankNormaliser
+from skqbnorm.rerankers import BayesianReranker
+
+
+class ColumnMax:
+    """The bank's largest similarity to each gallery item (any split gives the same)."""
+
+    def __init__(self, n_gallery):
+        self.value = np.full(n_gallery, -np.inf)
+
+    def update(self, block, rows):
+        np.maximum(self.value, block.max(axis=0), out=self.value)
+
+    def merge(self, other):
+        np.maximum(self.value, other.value, out=self.value)
+
+    def result(self):
+        return self.value
+
+
+class HalfMax(BiasFormMixin, QueryBankNormaliser):
+    """A toy normaliser: s(q, g) less half the querybank's largest similarity to g."""
+
+    capabilities = Capabilities(bias_form=True, index="bias")
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnMax(n_gallery)]
+
+    def _learn(self, reducers):
+        self.bank_max_ = reducers[0].result()
+
+    def _gallery_bias(self):
+        return self.bank_max_ / 2
+
+    def _score(self, sims, columns, row_state, out):
+        np.subtract(sims, (self.bank_max_[columns] / 2).astype(sims.dtype), out=out)
+
+
+@pytest.fixture
+def half_max():
+    """HalfMax registered as "Half-Max" for the test, then removed."""
+    method = register("Half-Max", Method("HalfMax", "half the bank's largest similarity", HalfMax))
+    try:
+        yield method
+    finally:
+        unregister("half-max")
+
+
+def test_a_registered_toy_passes_check_estimator(half_max):
+    check_estimator(HalfMax())
+
+
+def test_a_registered_toy_is_listed_and_found_in_any_case(half_max):
+    assert get_method("HALF-MAX") is half_max and get_method("half-max") is half_max
+    assert "half-max" in catalogue.method_names()
+    assert HalfMax in normalisers() and HalfMax in normalisers(bias_form=True, index="bias")
+    assert HalfMax not in normalisers(whole_rows=True)
+
+
+def test_a_registered_toy_is_served_by_the_index(half_max):
+    pytest.importorskip("faiss")
+    from skqbnorm.index import NormalisedIndex
+
+    rng = np.random.default_rng(0)
+    bank, gallery, queries = rng.normal(size=(60, 8)), rng.normal(size=(200, 8)), rng.normal(size=(9, 8))
+    toy = HalfMax().fit(bank, gallery=gallery)
+    index = NormalisedIndex(toy, "Flat").fit()
+    assert index.bias_form_
+    indices, scores = index.search(queries, k=5)
+    exact_indices, exact_scores = toy.top_k(queries=queries, k=5)
+    np.testing.assert_array_equal(indices, exact_indices)
+    np.testing.assert_allclose(scores, exact_scores, rtol=1e-6)
+    # against a reference written here: s - max_b s(b, g) / 2, ranked
+    prepared = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    unit = gallery / np.linalg.norm(gallery, axis=1, keepdims=True)
+    bank_unit = bank / np.linalg.norm(bank, axis=1, keepdims=True)
+    reference = prepared @ unit.T - (bank_unit @ unit.T).max(axis=0) / 2
+    np.testing.assert_array_equal(indices, np.argsort(-reference, axis=1, kind="stable")[:, :5])
+
+
+def test_a_registered_toy_is_a_method_of_the_command_line(half_max, tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "sims.npy", rng.uniform(-0.2, 0.8, size=(12, 12)) + np.eye(12))
+    np.save(tmp_path / "bank.npy", rng.uniform(-0.2, 0.8, size=(30, 12)))
+    code = main(["evaluate", "--sims", str(tmp_path / "sims.npy"), "--bank-sims",
+                 str(tmp_path / "bank.npy"), "--method", "half-max", "--bootstrap", "0"])
+    assert code in (0, None)
+    assert "HalfMax" in capsys.readouterr().out
+
+
+def test_every_normaliser_class_is_in_the_catalogue():
+    """A normaliser exported but not registered would miss every list read from here."""
+    exported = {getattr(normalisers_module, name) for name in normalisers_module.__all__}
+    concrete = {cls for cls in exported if isinstance(getattr(cls, "capabilities", None), Capabilities)
+                and cls is not QueryBankNormaliser}
+    assert concrete == set(normalisers())
+
+
+def test_the_rerankers_are_listed_apart():
+    listed = rerankers()
+    assert len(listed) == 4 and all(issubclass(cls, BayesianReranker) for cls in listed)
+    assert not set(listed) & set(normalisers())
+
+
+@pytest.mark.parametrize(("name", "method", "message"), [
+    ("raw", METHODS["raw"], "registered already"),
+    (" x", METHODS["raw"], "surrounding spaces"),
+    ("x", Method("X", "x", HalfMax, data="both banks"), "declares gallery_bank=None"),
+    ("x", Method("X", "x", HalfMax, data="elsewhere"), "Method.data"),
+    ("x", Method("X", "x", HalfMax, ("beta",)), "has no parameters"),
+    ("x", Method("X", "x", None), "data='nothing'"),
+])
+def test_register_refuses_an_inconsistent_entry(name, method, message):
+    with pytest.raises(ValueError, match=message):
+        register(name, method)
+    assert "x" not in METHODS
+
+
+def test_register_refuses_a_class_without_capabilities():
+    class Bare:
+        pass
+
+    with pytest.raises(TypeError, match="declares its capabilities"):
+        register("bare", Method("Bare", "no capabilities", Bare))
+    with pytest.raises(TypeError, match="catalogue.Method"):
+        register("bare", ("Bare", "a tuple"))
+    assert "bare" not in METHODS
+
+
+def test_look_ups_name_what_exists():
+    with pytest.raises(ValueError, match="No method named 'nope'.*raw"):
+        get_method("nope")
+    with pytest.raises(ValueError, match="Unknown capabilities"):
+        normalisers(bias=True)
+
+
+def test_the_catalogue_agrees_with_each_class():
+    """Declared gallery-bank inputs and the dual-bank entries agree (what register checks)."""
+    for name, method in METHODS.items():
+        if method.normaliser is None:
+            continue
+        declared = method.normaliser.capabilities.gallery_bank
+        assert (declared is not None) == (method.data == "both banks"), name
+        if declared is not None:
+            assert method.gallery_bank_input == declared, name
+
+
+def test_capabilities_refuse_contradictions():
+    with pytest.raises(ValueError, match="bias_form"):
+        Capabilities(gated=True)
+    with pytest.raises(ValueError, match="index"):
+        Capabilities(index="flat")
+    with pytest.raises(ValueError, match="gallery_bank"):
+        Capabilities(gallery_bank="bank")
+
+
+def test_a_registered_toy_enters_the_bad_input_sweep(half_max, tmp_path):
+    from sweep_cases import _normaliser_cases, sweep_normalisers
+    from test_sweep import outcome
+
+    assert "HALFMAX" in sweep_normalisers()
+    cases = _normaliser_cases({"HALFMAX": sweep_normalisers()["HALFMAX"]})
+    assert len(cases) >= 50
+    problems = {case.id: outcome(case, tmp_path) for case in cases}
+    assert not {name: found for name, found in problems.items() if found}
+
