@@ -223,7 +223,7 @@ def test_report(data, chosen, out):
     """Test R@1 change against raw, with paired bootstrap intervals, per setting and bank."""
     out(f"\nTest task (read only now): change in R@1 against raw, 95% paired bootstrap "
         f"interval ({N_RESAMPLES} resamples of the {len(data.test_gt)} queries, seed 0)")
-    out(f"  {'method':<6}{'setting':<11}{'parameters':<22}{'bank':<12}{'R@1':>7}{'change':>9}"
+    out(f"  {'method':<7}{'setting':<11}{'parameters':<22}{'bank':<12}{'R@1':>7}{'change':>9}"
         f"{'95% interval':>18}{'iter':>6}{'marg.err':>10}")
     settings = [("chosen", chosen), ("old", OLD_DEFAULT), ("published", PUBLISHED)]
     for bank_name, (bank, cross) in data.banks.items():
@@ -234,7 +234,7 @@ def test_report(data, chosen, out):
                                            data.test_gt, k=(1,), n_resamples=N_RESAMPLES,
                                            random_state=0)
                 low, high = result.interval["R@1"]
-                out(f"  {name:<6}{setting:<11}{describe(params):<22}{bank_name:<12}"
+                out(f"  {name:<7}{setting:<11}{describe(params):<22}{bank_name:<12}"
                     f"{result.value_b['R@1']:>7.2f}{result.change['R@1']:>+9.2f}"
                     f"{f'[{low:+.2f}, {high:+.2f}]':>18}{estimator.n_iter_:>6}"
                     f"{estimator.marginal_error_:>10.3g}")
