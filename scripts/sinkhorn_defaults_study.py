@@ -55,10 +55,9 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from defaults_study import N_FOLDS, SHUFFLES, describe
+from defaults_study import N_FOLDS, SHUFFLES, Report, describe, fold_indices
 from scipy import stats
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.model_selection import KFold
 
 from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
 from skqbnorm.datasets import load_wordnet_revdict
@@ -112,24 +111,17 @@ class Data:
 
 
 def folds(data):
-    """(shuffle, bank, s(b, h), held-out query sims, gt) per paired-disjoint fold."""
-    n_pairs = data.train_sims.shape[0]
-    for shuffle in SHUFFLES:
-        split = KFold(N_FOLDS, shuffle=True, random_state=shuffle).split(np.arange(n_pairs))
-        for train, held_out in split:
-            yield (
-                shuffle,
-                data.train_sims[np.ix_(train, held_out)],
-                data.train_sims[np.ix_(train, train)],
-                data.train_sims[np.ix_(held_out, held_out)],
-                np.arange(len(held_out)),
-            )
+    """(bank, s(b, h), held-out query sims, gt) per paired-disjoint fold."""
+    for _, train, held_out in fold_indices(data.train_sims.shape[0]):
+        sims = data.train_sims
+        yield (sims[np.ix_(train, held_out)], sims[np.ix_(train, train)],
+               sims[np.ix_(held_out, held_out)], np.arange(len(held_out)))
 
 
 def cross_validate(data):
     """Raw fold R@1 and, per (tau, cap, class), the fold R@1, iterations and errors."""
     raw, rows = [], {}
-    for number, (_, bank, cross, queries, gt) in enumerate(folds(data)):
+    for number, (bank, cross, queries, gt) in enumerate(folds(data)):
         started = time.perf_counter()
         raw.append(retrieval_metrics(queries, gt)["R@1"])
         for tau in TAUS:
@@ -246,11 +238,7 @@ def main():
     parser.add_argument("--cache", help="keep the fold and demo fits' outcomes in this file "
                         "(pickle) and read them from it when it exists")
     args = parser.parse_args()
-    lines = []
-
-    def out(line=""):
-        print(line, flush=True)
-        lines.append(line)
+    out = Report()
 
     started = time.perf_counter()
     data = Data(load_wordnet_revdict())
@@ -269,9 +257,7 @@ def main():
     chosen = choose(raw, rows, demo, out)
     test_report(data, chosen, out)
     out(f"\n(total {time.perf_counter() - started:.0f} s)")
-    if args.output:
-        with open(args.output, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+    out.save(args.output)
 
 
 if __name__ == "__main__":
