@@ -201,8 +201,8 @@ def test_all_methods_without_a_gallery_bank_skip_the_dual_bank_ones(files, capsy
     assert err.splitlines() == [
         f"skqbnorm evaluate: skipped DBNorm ({betas}): {needs} IS).",
         f"skqbnorm evaluate: skipped DBNorm (dynamic; {betas}, k=3): {needs} DIS).",
-        ("skqbnorm evaluate: skipped DBSN (tau=0.5, n_iter=30): it needs "
-         "--bank-gallery-bank-sims (without a gallery bank it equals SN)."),
+        (f"skqbnorm evaluate: skipped DBSN (tau=0.5, n_iter={SinkhornNormalisation().n_iter}): "
+         "it needs --bank-gallery-bank-sims (without a gallery bank it equals SN)."),
     ]
 
 
