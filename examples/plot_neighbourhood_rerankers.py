@@ -48,8 +48,9 @@ for name, reranker in rerankers.items():
     scores = reranker.fit_predict(data.features, data.initial_scores, groups=data.groups)
     ap = average_precisions(scores, data.relevance, data.groups)
     changes[name] = paired_mean_change(initial_ap, ap, n_resamples=5000, random_state=0)
-    change, low, high = changes[name]
-    print(f"{name:20s} MAP {ap.mean():.3f}  change {change:+.3f} [{low:+.3f}, {high:+.3f}]")
+    result = changes[name]
+    print(f"{name:20s} MAP {ap.mean():.3f}  change {result.change:+.3f} "
+          f"[{result.low:+.3f}, {result.high:+.3f}]")
 
 # %%
 # The defaults are the papers' (k-reciprocal's k1=20, k2=6, lambda=0.3; diffusion's
@@ -61,7 +62,7 @@ for name, reranker in rerankers.items():
 # relevant images each. With ten queries the intervals are wide: choose among rerankers and their parameters with ``GridSearchCV`` over queries
 # (``GroupKFold`` and ``make_map_scorer``, see the user guide).
 names = list(changes)
-change, low, high = np.array([changes[name] for name in names]).T
+change, low, high = np.array([[changes[n].change, changes[n].low, changes[n].high] for n in names]).T
 fig, ax = plt.subplots(figsize=(7, 4))
 ax.errorbar(change, np.arange(len(names)), xerr=[change - low, high - change], fmt="o",
             capsize=3)

@@ -181,9 +181,9 @@ def main():
                 test = ~train[task]
                 reranked, initial = per_task[task][index][test], baseline[task][test]
                 held_out_aps[(split, task, cls.__name__)] = reranked
-                change, low, high = paired_mean_change(initial, reranked, random_state=SEED)
+                result = paired_mean_change(initial, reranked, random_state=SEED)
                 rows.append((split, task, cls.__name__, label(setting), 100 * initial.mean(),
-                             100 * reranked.mean(), interval_cell(change, low, high)))
+                             100 * reranked.mean(), interval_cell(result.change, result.low, result.high)))
     print("\nHeld-out MAP (x100) and its change over the initial list, 95% paired interval:\n")
     print("| split | held-out task | reranker | chosen setting | initial MAP | reranked MAP | change [95% CI] |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -197,8 +197,9 @@ def main():
     print("| --- | --- |" + " --- |" * len(others))
     for split, task in dict.fromkeys((split, task) for split, task, _ in held_out_aps):
         base = held_out_aps[(split, task, BASELINE.__name__)]
-        cells = [interval_cell(*paired_mean_change(base, held_out_aps[(split, task, name)],
-                                                   random_state=SEED)) for name in others]
+        results = [paired_mean_change(base, held_out_aps[(split, task, name)], random_state=SEED)
+                   for name in others]
+        cells = [interval_cell(r.change, r.low, r.high) for r in results]
         print(f"| {split} | {task} | " + " | ".join(cells) + " |")
     print("\nEvery setting's mean AP change on each task's held-out queries (x100; not used to choose):")
     for cls in RERANKERS:
