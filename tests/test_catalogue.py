@@ -115,8 +115,14 @@ def test_every_normaliser_class_is_in_the_catalogue():
 
 
 def test_the_rerankers_are_listed_apart():
+    """Every concrete reranker skqbnorm.rerankers exports (not its base class, not the
+    model selection around one) is listed, apart from the normalisers."""
+    import skqbnorm.rerankers as package
+
     listed = rerankers()
-    assert len(listed) == 4 and all(issubclass(cls, BayesianReranker) for cls in listed)
+    exported = {getattr(package, name) for name in package.__all__}
+    assert set(listed) == exported - {BayesianReranker, package.RerankerCV}
+    assert len(listed) == 7 and len(set(listed)) == 7
     assert not set(listed) & set(normalisers())
 
 
