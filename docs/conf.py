@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 # One OpenMP thread: on shared 2-core machines the examples' k-NN graphs (scikit-learn's
@@ -17,6 +18,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from docutils import nodes
 from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
 
 import skqbnorm
 
@@ -110,6 +112,43 @@ def join_continued_lines(app, what, name, obj, options, lines):
             index += 1
 
 
+def class_role(cls):
+    """A cross-reference to ``cls`` where skqbnorm exports it, else its name."""
+    if getattr(skqbnorm, cls.__name__, None) is cls:
+        return f":class:`~skqbnorm.{cls.__name__}`"
+    return f"``{cls.__name__}``"
+
+
+class CatalogueTable(Directive):
+    """The catalogue's methods and rerankers as tables, read from ``skqbnorm.catalogue``:
+    a registered method appears without editing the docs."""
+
+    def run(self):
+        from skqbnorm.catalogue import METHODS, RERANKERS
+
+        rows = ["   * - ``--method``", "     - label", "     - class", "     - fitted on",
+                "     - capabilities"]
+        for name, method in METHODS.items():
+            cls = method.normaliser
+            declared = ", ".join(
+                f"{field.name}={getattr(cls.capabilities, field.name)!r}"
+                for field in fields(cls.capabilities)
+                if getattr(cls.capabilities, field.name) != field.default or field.name == "index"
+            ) if cls is not None else "(none)"
+            rows += [f"   * - ``{name}``", f"     - {method.label}",
+                     f"     - {class_role(cls)}" if cls else "     -",
+                     f"     - {method.data}", f"     - {declared}"]
+        rows += ["", ".. list-table:: Rerankers", "   :header-rows: 1", "",
+                 "   * - name", "     - class"]
+        for name, cls in RERANKERS.items():
+            rows += [f"   * - ``{name}``", f"     - {class_role(cls)}"]
+        text = "\n".join([".. list-table:: Normalisers", "   :header-rows: 1", ""] + rows)
+        container = nodes.container()
+        self.state.nested_parse(StringList(text.splitlines(), "catalogue"), 0, container)
+        return container.children
+
+
 def setup(app):
     app.add_directive("command-output", CommandOutput)
+    app.add_directive("catalogue-table", CatalogueTable)
     app.connect("autodoc-process-docstring", join_continued_lines, priority=400)
