@@ -2,16 +2,23 @@
 
 import numpy as np
 import pytest
+from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
+import skqbnorm._stats
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+)
+
 da = pytest.importorskip("dask.array")
+
 distributed = pytest.importorskip("dask.distributed")
 
-from joblib import parallel_config
-
-import skqbnorm._stats
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
 NORMALISERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
 
@@ -114,3 +121,19 @@ def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
         fitted = clone(estimator).set_params(n_jobs=3, working_memory=0.01).fit(bank)
         out = fitted.transform(queries)
     assert_allclose(out, reference.transform(queries), rtol=1e-5, atol=1e-5)
+
+
+def test_a_dask_querybank_of_one_row_fits_and_one_of_none_is_refused():
+    da = pytest.importorskip("dask.array")
+    # Centering by hand: the bank mean of a single row is that row.
+    model = Centering().fit(da.from_array(np.array([[1.0, 2.0]])))
+    assert_array_equal(model.transform(np.array([[3.0, 5.0]])), [[2.0, 3.0]])
+    with pytest.raises(ValueError, match="0 sample"):
+        Centering().fit(da.from_array(np.zeros((0, 2))))
+
+
+def test_a_float64_dask_querybank_keeps_float64_precision():
+    da = pytest.importorskip("dask.array")
+    # The bank mean of 1 and 1 + 2^-40 is 1 + 2^-41: lost in float32, exact in float64.
+    bank = da.from_array(np.array([[1.0], [1.0 + 2.0**-40]]))
+    assert Centering().fit(bank).transform(np.array([[1.0]]))[0, 0] == -(2.0**-41)

@@ -44,6 +44,8 @@ NORMALISERS = [
     GloballyCorrected(),
     Centering(),
 ]
+
+
 FITTED_ARRAYS = (
     "bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_"
 )
@@ -256,15 +258,6 @@ def test_float32_scores_keep_the_similarities_resolution(rng, make):
     assert spurious_tie_share(former, exact) > 0.12  # the log-domain form in beta units
     assert spurious_tie_share(scores, exact) <= best_float32 + 0.03
     assert best_float32 < 0.08
-
-
-# -- ties and chunking --------------------------------------------------------------------
-
-
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)

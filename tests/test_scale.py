@@ -7,7 +7,6 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skqbnorm._stats
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
 NORMALISERS = [
@@ -31,13 +30,6 @@ def sims(rng):
 FITTED_ARRAYS = (
     "bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_"
 )
-
-
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    """Leaves of 4 rows make every split cut the reduction trees in many places."""
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)

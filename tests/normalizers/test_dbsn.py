@@ -11,15 +11,19 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-import skqbnorm._stats
 from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 
+from helpers import quiet
+from helpers import stable_ranking as order
+
 # Tests of values run few iterations; the warning has its own test.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
+
 DBSN = DualBankSinkhornNormalisation
+
 
 # -- the dense reference (SPEC, "Sinkhorn normalisation (SN / DBSN)"), literally ----------
 
@@ -59,15 +63,6 @@ def three_sets(rng, n_queries=30, n_bank=70, n_gallery=25, n_gallery_bank=20, dt
     queries = rng.normal(size=(n_queries, n_gallery)) * spread[:n_gallery] + 0.3
     sims = queries, bank[:, :n_gallery], bank[:, n_gallery:]
     return tuple(a.astype(dtype) for a in sims)
-
-
-def order(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
-
-
-def quiet(estimator):
-    """The estimator running all its iterations (the module ignores ConvergenceWarning)."""
-    return estimator.set_params(tol=0.0)
 
 
 FITTED = ("gallery_log_scaling_", "gallery_bank_log_scaling_", "bank_log_scaling_",
@@ -228,15 +223,6 @@ def test_warns_when_tol_is_not_reached(rng):
     with pytest.warns(ConvergenceWarning) as record:
         DBSN(tau=0.01, n_iter=2).fit(bank)
     assert record[0].filename == __file__
-
-
-# -- the streaming core -------------------------------------------------------------------
-
-
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", 4)
 
 
 def fit_inputs(rng, tmp_path, embedded):
