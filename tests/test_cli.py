@@ -105,6 +105,7 @@ def without_parameters(label):
     return label if label.startswith("MP") else label.split(" (")[0]
 
 
+@pytest.mark.slow
 def test_demo_on_the_bundled_dataset(capsys):
     assert main(["demo", "--format", "json"]) == 0
     captured = capsys.readouterr()

@@ -39,6 +39,7 @@ def data(rng):
     return rng.normal(size=(90, 50)).astype(np.float32), bank
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_fit_and_lazy_transform_match_numpy(client, data, estimator):
     queries, bank = data
@@ -54,6 +55,7 @@ def test_dask_fit_and_lazy_transform_match_numpy(client, data, estimator):
     assert_array_equal(out.argmax(axis=1), reference.transform(queries).argmax(axis=1))
 
 
+@pytest.mark.slow
 def test_dask_embedding_mode(client, rng):
     bank, gallery, queries = rng.normal(size=(300, 8)), rng.normal(size=(40, 8)), rng.normal(size=(20, 8))
     reference = DynamicInvertedSoftmax().fit(bank, gallery=gallery)
@@ -67,6 +69,7 @@ def test_dask_embedding_mode(client, rng):
 FITTED_ARRAYS = ("bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(client, rng, estimator):
     # A float32 bank and a float64 gallery: NumPy computes the products in float64,
@@ -83,6 +86,7 @@ def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(clien
     assert_array_equal(fitted.transform(sims), reference.transform(sims))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
     # Tied similarities, and leaves of 4 rows that the dask chunks (33 rows) cut.
@@ -100,6 +104,7 @@ def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
                            reference.transform(queries))
 
 
+@pytest.mark.slow
 def test_dask_bad_input_raises_at_compute(client, data):
     queries, bank = data
     broken = bank.copy()
@@ -113,6 +118,7 @@ def test_dask_bad_input_raises_at_compute(client, data):
         CSLS(k=3).fit(da.from_array(bank[:2]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
     queries, bank = data

@@ -1,5 +1,6 @@
 """scikit-learn's own estimator checks, run on every normaliser and reranker."""
 
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skqbnorm import (
@@ -21,6 +22,8 @@ from skqbnorm import (
     RandomWalkReranker,
     SinkhornNormalisation,
 )
+
+pytestmark = pytest.mark.slow  # scikit-learn's checks, about 1,200 of them: not in the quick loop
 
 # check_estimator feeds small random matrices (down to 1 column, 1 row), so CSLS and
 # NNN run with k=1: with their default k they rightly refuse galleries or banks that

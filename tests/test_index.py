@@ -69,6 +69,7 @@ def data():
     return small_data()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
 def test_flat_index_equals_top_k(normaliser, data):
     normaliser = fit(normaliser, data)
@@ -89,6 +90,7 @@ def test_gated_cases_take_both_stages(data):
     assert set(dual.row_forms(top1)) == {-1, 0, 1, 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", RERANKED, ids=ids(RERANKED))
 def test_rerank_scores_the_raw_candidates(normaliser, data):
     """The k best, by the normaliser's scores, of each query's 50 best raw similarities."""
@@ -113,6 +115,7 @@ def test_fit_on_data_equals_prefit(data):
         np.testing.assert_array_equal(left, right)
 
 
+@pytest.mark.slow
 def test_batches_and_dtype(data):
     normaliser = fit(CSLS(k=5), data)
     whole = NormalisedIndex(normaliser).fit().search(data["queries"], k=7)
@@ -124,6 +127,7 @@ def test_batches_and_dtype(data):
     assert (indices == whole[0]).mean() > 0.95  # float32 rounding may swap near-ties
 
 
+@pytest.mark.slow
 def test_missing_results_are_minus_one(data):
     """An IVF search with nprobe=1 finds fewer than k items: -1, with a score of -inf."""
     normaliser = fit(NearestNeighborNormalization(k=5), data)
@@ -138,6 +142,7 @@ def test_missing_results_are_minus_one(data):
     assert (scores[:, 1:] <= scores[:, :-1]).all()
 
 
+@pytest.mark.slow
 def test_search_parameters_reach_the_index(data):
     normaliser = fit(Centering(), data)
     ivf = NormalisedIndex(normaliser, "IVF16,Flat", nprobe=1000).fit()
@@ -206,6 +211,7 @@ def recall_at_10(found, exact):
     return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, exact)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("normaliser", "factory", "settings"),
     [
@@ -223,6 +229,7 @@ def test_recall_at_documented_settings(normaliser, factory, settings, large):
     assert recall_at_10(found, exact) >= 0.95
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED + [CSLS(k=100)],
                          ids=ids(BIAS_FORM + RERANKED + [CSLS(k=100)]))
 def test_missing_results_leave_every_score_finite_or_minus_inf(normaliser, data):
@@ -238,6 +245,7 @@ def test_missing_results_leave_every_score_finite_or_minus_inf(normaliser, data)
     assert (scores[:, 1:] <= scores[:, :-1]).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
 def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
     normaliser = fit(normaliser, data)

@@ -241,6 +241,7 @@ def spurious_tie_share(scores, exact):
     return (tied & distinct).any(axis=1).mean()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [InvertedSoftmax, DynamicInvertedSoftmax])
 def test_float32_scores_keep_the_similarities_resolution(rng, make):
     # Cosine similarities of 2,000 items, as in the bundled data. Scores near beta * c_j
@@ -260,6 +261,7 @@ def test_float32_scores_keep_the_similarities_resolution(rng, make):
     assert best_float32 < 0.08
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
     # Similarities rounded to 3 decimals tie exactly; any split-dependent rounding
@@ -318,6 +320,7 @@ def peak_allocation(function):
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator", [Centering(), DynamicInvertedSoftmax(beta=0.01, k=2)], ids=repr
 )

@@ -29,6 +29,8 @@ from skqbnorm import (
 
 from helpers import stable_ranking
 
+pytestmark = pytest.mark.slow  # hypothesis: many draws per property, not in the quick loop
+
 #: Shrinking a failure can take minutes; it is off unless SKQBNORM_SHRINK is set, so that
 #: the file stays fast when a property fails (hypothesis then reports the first failing
 #: example found rather than a minimal one).

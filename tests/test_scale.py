@@ -9,6 +9,8 @@ from sklearn.base import clone
 
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
 
+pytestmark = pytest.mark.slow  # every chunking, thread count and shard layout: not quick
+
 NORMALISERS = [
     InvertedSoftmax(beta=5.0),
     InvertedSoftmax(beta=5.0, output="probability"),

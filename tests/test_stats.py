@@ -31,6 +31,7 @@ from skqbnorm._stats import (
 # -- the streaming moments ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leaf_cap", [1, 4, 256])
 def test_column_moments_against_closed_forms(monkeypatch, leaf_cap):
     monkeypatch.setattr(skqbnorm._stats, "MAX_LEAF_ROWS", leaf_cap)

@@ -22,6 +22,8 @@ import pytest
 from sweep_cases import SHAPE_PATTERN, Ctx, all_cases
 from threadpoolctl import threadpool_limits
 
+pytestmark = pytest.mark.slow  # about 6,400 bad and edge inputs: not in the quick loop
+
 CASES = all_cases()
 
 

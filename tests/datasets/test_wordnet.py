@@ -3,6 +3,7 @@
 from importlib import resources
 
 import numpy as np
+import pytest
 from numpy.testing import assert_allclose
 
 from skqbnorm import DynamicInvertedSoftmax, InvertedSoftmax
@@ -56,6 +57,7 @@ def test_wordnet_file_stays_under_ten_megabytes():
         assert path.stat().st_size < 10_000_000
 
 
+@pytest.mark.slow
 def test_in_domain_querybank_helps_on_wordnet():
     data = load_wordnet_revdict()
     sims = data.query_embeddings @ data.gallery_embeddings.T

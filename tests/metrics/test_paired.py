@@ -44,6 +44,7 @@ def loop_bootstrap(a, b, gt, n_resamples, seed, ties):
     return np.array(changes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("relevance", [False, True], ids=["one correct", "several correct"])
 @pytest.mark.parametrize("ties", ["official", "pessimistic"])
 def test_intervals_equal_a_plain_loop_bootstrap(relevance, ties):

@@ -101,6 +101,7 @@ def test_embedding_mode_equals_precomputed_and_reference(rng, name, metric):
     assert_array_equal(chunked.transform(chunked.similarities(query_emb)), scores)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_bitwise_the_same_for_every_split_layout_and_memmap(rng, tmp_path, leaves, name):
     estimator, reference = CASES[name]
@@ -126,6 +127,7 @@ def test_bitwise_the_same_for_every_split_layout_and_memmap(rng, tmp_path, leave
         assert_array_equal(fitted.transform(np.asfortranarray(queries)), scores, err_msg=layout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_top_k_is_transform_then_stable_sort(rng, name):
     # 600 gallery items: the rows' moments (MP) span several 256-column leaves,
@@ -243,6 +245,7 @@ def test_constant_columns_rows_and_a_one_row_bank(rng):
     assert_array_equal(one.transform(queries), Centering().fit(bank[:1]).transform(queries))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator, grid",
     [
@@ -270,6 +273,7 @@ def test_grid_search_over_the_hyperparameters(hubness_sims, estimator, grid):
         assert np.isclose(search.cv_results_["split0_test_score"][index], expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ZNorm", "MP-gaussian", "MP-empiric"])
 def test_held_out_folds_gain_on_planted_hubs(hubness_sims, name):
     # Hubs here are items of large spread, which z-scores and MP divide out.
@@ -368,6 +372,7 @@ def every_fitted_array(estimator):
             if name.endswith("_") and isinstance(value, np.ndarray)}
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tol=0: every iteration
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", LAYOUT_CASES)

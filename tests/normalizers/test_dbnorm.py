@@ -297,6 +297,7 @@ def hub_data(seed):
     return sims, gt, bank, gallery_bank
 
 
+@pytest.mark.slow
 def test_grid_search_passes_the_gallery_bank_to_fit():
     sims, gt, _, gallery_bank = hub_data(0)
     grid = {"beta1": [1.0, 30.0], "beta2": [0.5, 30.0]}
@@ -312,6 +313,7 @@ def test_grid_search_passes_the_gallery_bank_to_fit():
     assert search.best_score_ > retrieval_metrics(sims, gt)["R@1"]
 
 
+@pytest.mark.slow
 def test_grid_search_over_the_dynamic_variant():
     sims, gt, _, gallery_bank = hub_data(1)
     grid = {"beta1": [1.0, 30.0], "beta2": [1.0, 30.0], "k": [1, 5]}

@@ -184,6 +184,7 @@ def test_a_far_gallery_bank_is_not_negligible(rng):
     assert_allclose(far.gallery_bank_log_scaling_, near.gallery_bank_log_scaling_ + 5 / 0.05)
 
 
+@pytest.mark.slow
 def test_a_small_gallery_bank_share_approaches_sinkhorn_normalisation(rng):
     # The gallery bank's share of the targets' mass, M_g / (N + M_g), bounds its effect.
     queries, bank, cross = three_sets(rng, n_gallery=400, n_gallery_bank=40)
@@ -245,6 +246,7 @@ def fit_inputs(rng, tmp_path, embedded):
     return queries, ((maps[0],), {"querybank_to_gallery_bank": maps[1]}), bank, cross
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("embedded", [False, True])
 def test_bitwise_the_same_for_every_split(rng, tmp_path, leaves, embedded):
     queries, (args, kwargs), bank, cross = fit_inputs(rng, tmp_path, embedded)

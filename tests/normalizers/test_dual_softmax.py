@@ -236,6 +236,7 @@ def test_inputs_are_never_modified_and_pickle(rng):
 # -- scikit-learn -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grid_search_over_temperature():
     sims, gt, _ = make_hubness_sims(900, 150, 0, random_state=0)
     grid = {"temperature": [0.003, 0.03, 1.0]}

@@ -46,6 +46,7 @@ def test_an_overflowing_bias_is_refused_not_returned(rng):
         fitted.transform(bank[:2])
 
 
+@pytest.mark.slow
 def test_grid_search_picks_a_normalising_nnn(hubness_sims):
     sims, gt = hubness_sims
     search = GridSearchCV(

@@ -173,6 +173,7 @@ def test_warns_when_tol_is_not_reached(rng):
 FITTED = ("gallery_log_scaling_", "bank_log_scaling_", "marginal_error_", "n_iter_")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("embedded", [False, True])
 def test_bitwise_the_same_for_every_split(rng, tmp_path, leaves, embedded):
     queries, bank = sims_pair(rng, n_bank=333)
@@ -326,6 +327,7 @@ def test_inputs_are_never_modified(rng):
 # -- scikit-learn -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grid_search_over_tau_and_n_iter():
     sims, gt, _ = make_hubness_sims(900, 150, 0, random_state=0)
     grid = {"tau": [0.003, 0.01, 0.03], "n_iter": [1, 10]}
