@@ -2,7 +2,7 @@
 
 Every reference here is written out independently of the library: the Laplacian is
 ``diag(W 1) - W`` of the library's affinities (the graph itself is tested in
-test_graph.py), the pairs and the energies are spelled out by hand.
+tests/rerankers/test_graph.py), the pairs and the energies are spelled out by hand.
 """
 
 import numpy as np
