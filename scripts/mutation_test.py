@@ -64,62 +64,72 @@ EQUIVALENT_FILE = REPO / "scripts" / "mutation_equivalent.txt"
 #: missing files are skipped. Fast files only (no notebooks, benchmarks, sweeps,
 #: hypothesis properties or estimator checks).
 NORMALISER_TESTS = [
-    "tests/test_{stem}.py",
-    "tests/test_normalisers.py",
+    "tests/normalizers/test_{stem}.py",
+    "tests/normalizers/test_base.py",
+    "tests/normalizers/test_softmax.py",
+    "tests/normalizers/test_gc.py",
     "tests/test_numerics.py",
     "tests/test_validation.py",
     "tests/test_scale.py",
 ]
+#: NNN, DN, the querybank z-norm and MP (once tests/test_later_normalisers.py).
+COLUMN_STATISTICS_TESTS = [
+    "tests/normalizers/test_column_statistics.py",
+    "tests/normalizers/test_nnn.py",
+    "tests/normalizers/test_mutual_proximity.py",
+    "tests/normalizers/test_centering.py",
+]
 METRIC_TESTS = [
-    "tests/test_metrics.py",
-    "tests/test_ranking_metrics.py",
-    "tests/test_metric_edges.py",
+    "tests/metrics/test_{stem}.py",
+    "tests/metrics/test_retrieval.py",
+    "tests/metrics/test_hubness.py",
+    "tests/metrics/test_hubness_from_counts.py",
+    "tests/metrics/test_ranking.py",
+    "tests/metrics/test_scorers.py",
 ]
-RERANKER_TESTS = [
-    "tests/test_graph.py",
-    "tests/test_pairs.py",
-    "tests/test_reranker_energy.py",
-    "tests/test_rerankers.py",
-]
+RERANKER_TESTS = ["tests/rerankers/test_*.py"]
 TEST_RULES = [
     # The later normalisers' tests too: MP, NNN and DBNorm use the core's moments, sorted
     # rows and columns and soft maxima.
     (
         "skqbnorm/_core/_[!_]*.py",
         [
+            "tests/test_core.py",
+            "tests/test_top_k_reducers.py",
             *NORMALISER_TESTS,
-            "tests/test_later_normalisers.py",
-            "tests/test_metrics.py",
+            *COLUMN_STATISTICS_TESTS,
+            "tests/metrics/test_retrieval.py",
+            "tests/metrics/test_hubness.py",
             "tests/test_dask.py",
         ],
     ),
     (
         "skqbnorm/_ranks.py",
-        [*NORMALISER_TESTS, "tests/test_later_normalisers.py"],
+        ["tests/test_ranks.py", *NORMALISER_TESTS, *COLUMN_STATISTICS_TESTS],
     ),
     ("skqbnorm/_validation.py", [*METRIC_TESTS, *NORMALISER_TESTS]),
     ("skqbnorm/normalisers/_base.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
     # The base's serving half (transform, scores, top_k).
     ("skqbnorm/normalisers/_serving.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
     ("skqbnorm/normalisers/_top_k.py", [*NORMALISER_TESTS, "tests/test_top_k_reducers.py"]),
-    ("skqbnorm/normalisers/_mutual_proximity.py", ["tests/test_later_normalisers.py"]),
-    ("skqbnorm/normalisers/_nnn.py", ["tests/test_later_normalisers.py"]),
+    ("skqbnorm/normalisers/_mutual_proximity.py", COLUMN_STATISTICS_TESTS),
+    ("skqbnorm/normalisers/_nnn.py", COLUMN_STATISTICS_TESTS),
     # Used by DBNorm and Sinkhorn (gallery banks), tested through them.
     (
         "skqbnorm/normalisers/_gallery_bank.py",
         [
             *NORMALISER_TESTS,
-            "tests/test_dbnorm.py",
-            "tests/test_sinkhorn.py",
-            "tests/test_dual_softmax.py",
-            "tests/test_later_normalisers.py",
+            "tests/normalizers/test_dbnorm.py",
+            "tests/normalizers/test_sinkhorn.py",
+            "tests/normalizers/test_dual_softmax.py",
+            *COLUMN_STATISTICS_TESTS,
         ],
     ),
     # The gate and the index, by their own tests and the seams' (fitted with a gallery
     # bank, unfitted, closed, wrapping DBSN, served by an index).
     (
         "skqbnorm/normalisers/_querybank_gate.py",
-        ["tests/test_querybank_gate.py", "tests/test_index_seams.py"],
+        ["tests/normalizers/test_querybank_gate.py", "tests/test_index_seams.py"],
     ),
     ("skqbnorm/index.py", ["tests/test_index.py", "tests/test_index_seams.py"]),
     ("skqbnorm/normalisers/_*.py", NORMALISER_TESTS),
@@ -128,7 +138,9 @@ TEST_RULES = [
     ("skqbnorm/metrics/_*.py", METRIC_TESTS),
     ("skqbnorm/rerankers/_*.py", RERANKER_TESTS),
 ]
-ALWAYS = ["tests/test_guards*.py"]
+#: Run for every module. The mutation guards that lived in tests/test_guards*.py now sit
+#: in the test module of the unit each guards, which the rules above select.
+ALWAYS = []
 PYTEST_ARGS = ["-q", "-p", "no:cacheprovider", "--no-header", "-o", "console_output_style=classic"]
 
 COMPARE_SWAPS = {

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs every benchmark script: not in the quick loop
+
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 
 

@@ -103,6 +103,7 @@ DEMO_ROWS = ([("(none)", "raw similarities"), ("(test queries)", "DSL (transduct
              + [(bank, name) for bank in ("in-domain", "far-domain") for name in BANKED])
 
 
+@pytest.mark.slow
 def test_demo_on_the_bundled_dataset(capsys):
     assert main(["demo", "--format", "json"]) == 0
     captured = capsys.readouterr()

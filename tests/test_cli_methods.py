@@ -407,6 +407,7 @@ def bundled_args(folder, bank, *extra):
             "--gt", str(folder / "gt.npy"), *extra]
 
 
+@pytest.mark.slow
 def test_evaluate_reports_the_querybank_diagnostics(bundled, capsys):
     folder, _ = bundled
     code, _, err = run(bundled_args(folder, "in", "--method", "dis", "--bootstrap", "0"), capsys)
@@ -422,6 +423,7 @@ def test_evaluate_reports_the_querybank_diagnostics(bundled, capsys):
     assert code == 0 and err == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method, template", [
     ("dis-gated", DynamicInvertedSoftmax()), ("nnn-gated", NearestNeighborNormalization())])
 def test_a_gated_method_is_its_normaliser_in_domain_and_raw_far_from_it(bundled, capsys, method,

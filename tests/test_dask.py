@@ -45,6 +45,7 @@ def data(rng):
     return rng.normal(size=(90, 50)).astype(np.float32), bank
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_fit_and_lazy_transform_match_numpy(client, data, estimator):
     queries, bank = data
@@ -60,6 +61,7 @@ def test_dask_fit_and_lazy_transform_match_numpy(client, data, estimator):
     assert_array_equal(out.argmax(axis=1), reference.transform(queries).argmax(axis=1))
 
 
+@pytest.mark.slow
 def test_dask_embedding_mode(client, rng):
     bank, gallery, queries = rng.normal(size=(300, 8)), rng.normal(size=(40, 8)), rng.normal(size=(20, 8))
     reference = DynamicInvertedSoftmax().fit(bank, gallery=gallery)
@@ -73,6 +75,7 @@ def test_dask_embedding_mode(client, rng):
 FITTED_ARRAYS = ("bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(client, rng, estimator):
     # A float32 bank and a float64 gallery: NumPy computes the products in float64,
@@ -89,6 +92,7 @@ def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(clien
     assert_array_equal(fitted.transform(sims), reference.transform(sims))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
     # Tied similarities, and leaves of 4 rows that the dask chunks (33 rows) cut.
@@ -106,6 +110,7 @@ def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
                            reference.transform(queries))
 
 
+@pytest.mark.slow
 def test_dask_bad_input_raises_at_compute(client, data):
     queries, bank = data
     broken = bank.copy()
@@ -119,6 +124,7 @@ def test_dask_bad_input_raises_at_compute(client, data):
         CSLS(k=3).fit(da.from_array(bank[:2]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
     queries, bank = data
@@ -141,3 +147,18 @@ def test_every_other_catalogue_normaliser_fits_a_dask_bank_as_numpy(client, rng,
     assert_array_equal(fitted.transform(da.from_array(queries, chunks=(20, 40))).compute(),
                        reference.transform(queries))
 
+
+def test_a_dask_querybank_of_one_row_fits_and_one_of_none_is_refused():
+    da = pytest.importorskip("dask.array")
+    # Centering by hand: the bank mean of a single row is that row.
+    model = Centering().fit(da.from_array(np.array([[1.0, 2.0]])))
+    assert_array_equal(model.transform(np.array([[3.0, 5.0]])), [[2.0, 3.0]])
+    with pytest.raises(ValueError, match="0 sample"):
+        Centering().fit(da.from_array(np.zeros((0, 2))))
+
+
+def test_a_float64_dask_querybank_keeps_float64_precision():
+    da = pytest.importorskip("dask.array")
+    # The bank mean of 1 and 1 + 2^-40 is 1 + 2^-41: lost in float32, exact in float64.
+    bank = da.from_array(np.array([[1.0], [1.0 + 2.0**-40]]))
+    assert Centering().fit(bank).transform(np.array([[1.0]]))[0, 0] == -(2.0**-41)

@@ -1,5 +1,6 @@
 """scikit-learn's own estimator checks, run on every normaliser and reranker of the catalogue."""
 
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skqbnorm import (
@@ -15,6 +16,8 @@ from skqbnorm import (
     SinkhornNormalisation,
 )
 from skqbnorm.catalogue import METHODS, rerankers
+
+pytestmark = pytest.mark.slow  # scikit-learn's checks, about 1,200 of them: not in the quick loop
 
 # check_estimator feeds small random matrices (down to 1 column, 1 row), so CSLS and
 # NNN run with k=1: with their default k they rightly refuse galleries or banks that

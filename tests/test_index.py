@@ -77,6 +77,7 @@ def data():
     return small_data()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
 def test_flat_index_equals_top_k(normaliser, data):
     normaliser = fit(normaliser, data)
@@ -97,6 +98,7 @@ def test_gated_cases_take_both_stages(data):
     assert set(dual.row_forms(top1)) == {-1, 0, 1, 2}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", RERANKED, ids=ids(RERANKED))
 def test_rerank_scores_the_raw_candidates(normaliser, data):
     """The k best, by the normaliser's scores, of each query's 50 best raw similarities."""
@@ -121,6 +123,7 @@ def test_fit_on_data_equals_prefit(data):
         np.testing.assert_array_equal(left, right)
 
 
+@pytest.mark.slow
 def test_batches_and_dtype(data):
     normaliser = fit(CSLS(k=5), data)
     whole = NormalisedIndex(normaliser).fit().search(data["queries"], k=7)
@@ -132,6 +135,7 @@ def test_batches_and_dtype(data):
     assert (indices == whole[0]).mean() > 0.95  # float32 rounding may swap near-ties
 
 
+@pytest.mark.slow
 def test_missing_results_are_minus_one(data):
     """An IVF search with nprobe=1 finds fewer than k items: -1, with a score of -inf."""
     normaliser = fit(NearestNeighborNormalization(k=5), data)
@@ -146,6 +150,7 @@ def test_missing_results_are_minus_one(data):
     assert (scores[:, 1:] <= scores[:, :-1]).all()
 
 
+@pytest.mark.slow
 def test_search_parameters_reach_the_index(data):
     normaliser = fit(Centering(), data)
     ivf = NormalisedIndex(normaliser, "IVF16,Flat", nprobe=1000).fit()
@@ -193,6 +198,7 @@ def test_missing_faiss_says_how_to_install(monkeypatch):
 
 # -- recall at the documented settings on 200,000 items ---------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED + [CSLS(k=100)],
                          ids=ids(BIAS_FORM + RERANKED + [CSLS(k=100)]))
 def test_missing_results_leave_every_score_finite_or_minus_inf(normaliser, data):
@@ -221,6 +227,7 @@ def find_nothing_raw_for_query_0(index, monkeypatch):
     monkeypatch.setattr(index, "_index_search", finding_nothing_for_query_0_raw)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
 def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
     normaliser = fit(normaliser, data)

@@ -9,6 +9,8 @@ import pytest
 
 pytest.importorskip("faiss")
 
+pytestmark = pytest.mark.slow  # a 200,000-item gallery: minutes, not a quick loop
+
 from skqbnorm import DynamicInvertedSoftmax, NearestNeighborNormalization
 from skqbnorm.index import NormalisedIndex
 

@@ -27,6 +27,7 @@ def test_grid_search_selects_a_beta_that_helps():
     assert scores[np.array(search.cv_results_["param_beta"]) == 0.3].max() < raw + 3
 
 
+@pytest.mark.slow
 def test_held_out_improvement_with_selected_beta():
     # The paper's protocol: tune and fit on training queries, test on unseen ones.
     sims, gt, _ = make_hubness_sims(2000, 200, 0, random_state=1)
@@ -44,6 +45,7 @@ def test_pipeline_passes_y_through_and_ignores_it():
     assert np.allclose(out, CSLS(k=5).fit(sims).transform(sims))
 
 
+@pytest.mark.slow
 def test_grid_search_over_c_with_whole_queries_per_fold():
     import sklearn
     from sklearn.model_selection import GroupKFold

@@ -22,6 +22,7 @@ def test_notebook_is_stored_without_outputs(path):
             assert cell.outputs == [] and cell.execution_count is None, "strip the outputs before committing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.name)
 def test_notebook_runs_and_draws(path):
     notebook = nbformat.read(path, as_version=4)

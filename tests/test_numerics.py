@@ -239,6 +239,7 @@ def spurious_tie_share(scores, exact):
     return (tied & distinct).any(axis=1).mean()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [InvertedSoftmax, DynamicInvertedSoftmax])
 def test_float32_scores_keep_the_similarities_resolution(rng, make):
     # Cosine similarities of 2,000 items, as in the bundled data. Scores near beta * c_j
@@ -261,12 +262,9 @@ def test_float32_scores_keep_the_similarities_resolution(rng, make):
 # -- ties and chunking --------------------------------------------------------------------
 
 
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
 def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
     # Similarities rounded to 3 decimals tie exactly; any split-dependent rounding
@@ -325,6 +323,7 @@ def peak_allocation(function):
         tracemalloc.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator", [Centering(), DynamicInvertedSoftmax(beta=0.01, k=2)], ids=repr
 )

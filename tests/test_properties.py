@@ -27,10 +27,16 @@ from skqbnorm import (
     RandomWalkReranker,
 )
 
+from helpers import stable_ranking
+
+pytestmark = pytest.mark.slow  # hypothesis: many draws per property, not in the quick loop
+
 #: Shrinking a failure can take minutes; it is off unless SKQBNORM_SHRINK is set, so that
 #: the file stays fast when a property fails (hypothesis then reports the first failing
 #: example found rather than a minimal one).
 PHASES = tuple(Phase) if os.environ.get("SKQBNORM_SHRINK") else (Phase.explicit, Phase.generate)
+
+
 PROPERTY = settings(
     max_examples=30,
     deadline=None,
@@ -38,12 +44,19 @@ PROPERTY = settings(
     phases=PHASES,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
 FEW = settings(PROPERTY, max_examples=25)
 
+
 NORMALISERS = ["IS", "DIS", "CSLS", "GC", "CENT"]
+
+
 #: The normalisers whose row ranking a per-row constant leaves alone (GC ranks a query
 #: against the unshifted bank, so a row constant changes its ranks).
 SHIFT_INVARIANT = ["IS", "DIS", "CSLS", "CENT"]
+
+
 #: One bank row per block: the smallest working memory (MiB) there is.
 TINY_MEMORY = 2.0**-20
 
@@ -132,11 +145,6 @@ def assert_same_state(reference, other, context):
             )
         else:
             assert found[name] == value, f"{name} differs, {context}"
-
-
-def stable_ranking(scores):
-    """Each row's gallery indices, best first; ties go to the lowest index."""
-    return np.argsort(-scores, axis=1, kind="stable")
 
 
 def assert_same_ranking_up_to(reference, other, atol):
@@ -396,9 +404,13 @@ RERANKERS = {
     "pointwise": PointwiseReranker,
     "random_walk": RandomWalkReranker,
 }
+
+
 #: Exact in binary floating point: distances scale exactly (when they do not overflow or
 #: underflow), so a scale-free graph is the same graph, nearest-neighbour ties included.
 BINARY_FACTORS = [2.0**-600, 2.0**-40, 0.5, 2.0**40, 2.0**600]
+
+
 #: Inexact: every feature is rounded, so equidistant neighbours may swap in a k-NN graph,
 #: a legitimate tie-break; these factors are tried on the dense graph, which is continuous.
 DECIMAL_FACTORS = [1e-200, 1e-100, 3.0, 1e100, 1e200]

@@ -175,3 +175,25 @@ def test_sorted_columns_sorts_strips_in_place_under_any_backend(rng, backend):
             values = reducer.result()
         assert values.flags.f_contiguous and values.dtype == np.float32
         np.testing.assert_array_equal(values, expected)
+
+
+@pytest.mark.parametrize("tile_size", [1, 7, 40, 1 << 16])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_count_greater_any_tiling_and_layout(rng, tile_size, order):
+    # GC's bisection, against a brute-force count; ties with the bank and +-inf included.
+    bank = np.sort(rng.integers(0, 6, size=(33, 9)).astype(np.float32), axis=0)
+    values = rng.integers(-1, 7, size=(20, 9)).astype(np.float32)
+    values[0, 0], values[1, 1] = np.inf, -np.inf
+    expected = (bank[None, :, :] > values[:, None, :]).sum(axis=1)
+    assert_array_equal(count_greater(np.asarray(bank, order=order), values, tile_size), expected)
+
+
+@pytest.mark.parametrize("n_queries", [1, 2, 3])
+def test_count_greater_in_tiles_matches_a_plain_count(n_queries):
+    # With tile_size=4 and few queries, the gallery columns are searched in several
+    # tiles: every tile (up to the last column) must be filled.
+    rng = np.random.default_rng(0)
+    bank = np.sort(rng.integers(0, 5, size=(7, 10)).astype(float), axis=0)
+    queries = rng.integers(-1, 6, size=(n_queries, 10)).astype(float)
+    expected = (bank[None, :, :] > queries[:, None, :]).sum(axis=1)
+    assert_array_equal(count_greater(bank, queries, tile_size=4), expected)

@@ -7,8 +7,9 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skqbnorm._core._trees
 from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+
+pytestmark = pytest.mark.slow  # every chunking, thread count and shard layout: not quick
 
 NORMALISERS = [
     InvertedSoftmax(beta=5.0),
@@ -33,11 +34,6 @@ FITTED_ARRAYS = (
 )
 
 
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    """Leaves of 4 rows make every split cut the reduction trees in many places."""
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)

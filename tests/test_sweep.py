@@ -23,6 +23,8 @@ from sweep_cases import SHAPE_PATTERN, Ctx, all_cases
 from sweep_cases_rerankers import neighbourhood_reranker_cases
 from threadpoolctl import threadpool_limits
 
+pytestmark = pytest.mark.slow  # about 6,400 bad and edge inputs: not in the quick loop
+
 CASES = all_cases() + neighbourhood_reranker_cases()
 
 

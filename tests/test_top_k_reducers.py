@@ -117,6 +117,7 @@ def grouped_matrices(rng):
     yield ties
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 2, 3, 7, 16])
 @pytest.mark.parametrize("memory", [None, 2e-3, 1e-4], ids=["one chunk and strip", "small", "one group, one column"])
 def test_grouped_column_top_k_mean_equals_a_full_sort_and_the_streaming_floors(rng, monkeypatch, k, memory):
@@ -287,6 +288,7 @@ def test_numpy_integer_k_does_not_wrap_around(rng, k):
     assert_array_equal(row_top_k_indices(values, k)[0], stable_top_k(values, int(k))[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator",
     [

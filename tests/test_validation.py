@@ -2,15 +2,20 @@
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose, assert_array_equal
 
-from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected, InvertedSoftmax
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DynamicInvertedSoftmax,
+    GloballyCorrected,
+    InvertedSoftmax,
+)
+from skqbnorm._validation import check_sims
+
+from helpers import GC_BANK
 
 ALL = [InvertedSoftmax, DynamicInvertedSoftmax, lambda: CSLS(k=2), GloballyCorrected, Centering]
-
-
-@pytest.fixture
-def bank(rng):
-    return rng.normal(size=(20, 6))
 
 
 @pytest.mark.parametrize("make", ALL)
@@ -186,3 +191,72 @@ def test_fit_validates_parameters_through_fit_context(bank):
         InvertedSoftmax(metric="euclidean").fit(bank)
     with config_context(skip_parameter_validation=True):
         InvertedSoftmax(metric="euclidean").fit(bank)  # unused with precomputed similarities
+
+
+# ----------------------------------------------------------------------- the core
+
+
+def test_finite_check_accepts_values_whose_squares_overflow():
+    # The fast test (a finite sum of squares) fails at 1e200; the fallback must accept.
+    bank = np.full((3, 4), 1e200)
+    centred = Centering().fit(bank).transform(np.full((2, 4), 1e200))
+    assert_array_equal(centred, np.zeros((2, 4)))
+
+
+def test_finite_check_names_the_first_bad_entry():
+    bank = np.zeros((5, 4))
+    bank[1, 2] = np.nan
+    bank[3, 0] = np.inf
+    with pytest.raises(ValueError, match=r"row 1\b.*item 2\b"):
+        Centering().fit(bank)
+
+
+def test_validation_errors_name_the_shape_and_dtype():
+    with pytest.raises(ValueError, match=r"shape \(2, 2, 2\), dtype float64"):
+        Centering().fit(np.zeros((2, 2, 2)))
+
+
+def test_non_finite_embeddings_are_named_at_the_first():
+    bank = np.ones((4, 3))
+    bank[1, 2] = bank[3, 0] = np.nan
+    with pytest.raises(ValueError, match=r"embedding 1, dimension 2 is nan"):
+        Centering().fit(bank, gallery=np.ones((5, 3)))
+
+
+def test_a_one_dimensional_y_is_ignored_and_a_two_dimensional_one_refused():
+    # Centering by hand: each column minus its mean over the bank (1/3 for the identity).
+    expected = np.eye(3) - 1 / 3
+    assert_allclose(Centering().fit(np.eye(3), np.arange(3)).transform(np.eye(3)), expected)
+    with pytest.raises(ValueError, match="y"):
+        Centering().fit(np.eye(3), np.ones((3, 2)))
+
+
+def test_non_finite_queries_are_named_by_row_and_gallery_item():
+    with pytest.raises(ValueError, match=r"row 0 to gallery item 1 is nan"):
+        CSLS(k=2).fit(GC_BANK).transform([[0.6, np.nan]])
+
+
+def test_transform_checks_the_gallery_width_against_fit():
+    model = CSLS(k=1).fit(GC_BANK)
+    with pytest.raises(ValueError, match="expecting 2 features"):
+        model.transform([[0.1, 0.2, 0.3]])
+    assert model.n_features_in_ == 2
+
+
+def test_overflowing_scores_are_named_at_the_first():
+    # Centering: 1.7e308 - (-1.7e308) overflows float64 in rows 1 and 2 of item 0.
+    model = Centering().fit(np.array([[-1.7e308, 0.0]]))
+    queries = np.array([[1.0, 1.0], [1.7e308, 1.0], [1.7e308, 2.0]])
+    with pytest.raises(ValueError, match=r"first at X row 1, gallery item 0 "):
+        model.transform(queries)
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    (np.float32, np.float32), (np.float64, np.float64), (np.int64, np.float64),
+    (np.float16, np.float64),
+])
+def test_check_sims_keeps_float32_and_float64_and_widens_the_rest(dtype, expected):
+    sims = np.array([[1, 2], [3, 4]], dtype=dtype)
+    checked = check_sims(sims)
+    assert checked.dtype == expected
+    assert_allclose(checked, [[1.0, 2.0], [3.0, 4.0]])

@@ -142,6 +142,7 @@ def test_warnings_from_the_jobs_threads_of_a_caller_in_another_thread(rng):
     assert {(warning.filename, warning.lineno) for warning in found} == {(__file__, lines[0])}
 
 
+@pytest.mark.slow
 def test_a_warning_under_python_c_does_not_fail():
     # Where __main__ has no source file (python -c, stdin, the REPL), attributing the
     # warning there must not ask its loader for source (an ImportError).

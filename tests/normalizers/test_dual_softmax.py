@@ -9,10 +9,13 @@ from scipy.special import softmax
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV, KFold
 
-import skqbnorm._core._trees
-from skqbnorm import DualSoftmax
+from skqbnorm import (
+    DualSoftmax,
+)
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
+
+from helpers import stable_ranking as order
 
 # -- the dense reference (SPEC, "Dual softmax at inference"), literally ------------------
 
@@ -32,10 +35,6 @@ def sims_pair(rng, n_queries=30, n_bank=70, n_gallery=25, scale=1.0, dtype=np.fl
     bank = rng.normal(size=(n_bank, n_gallery)) * spread + 0.3
     queries = rng.normal(size=(n_queries, n_gallery)) * spread + 0.3
     return (queries * scale).astype(dtype), (bank * scale).astype(dtype)
-
-
-def order(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
 
 
 def tolerance(dtype):
@@ -95,15 +94,6 @@ def test_embedding_mode_matches_reference(rng, metric):
         query_emb, gallery=gallery_emb
     )
     assert_allclose(transductive, dual_softmax_transductive(query_sims, 0.1), rtol=1e-10, atol=1e-12)
-
-
-# -- the streaming core -------------------------------------------------------------------
-
-
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
 
 
 @pytest.mark.parametrize("embedded", [False, True])
@@ -246,6 +236,7 @@ def test_inputs_are_never_modified_and_pickle(rng):
 # -- scikit-learn -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grid_search_over_temperature():
     sims, gt, _ = make_hubness_sims(900, 150, 0, random_state=0)
     grid = {"temperature": [0.003, 0.03, 1.0]}
@@ -262,3 +253,17 @@ def test_grid_search_over_temperature():
     assert np.isclose(search.cv_results_["split0_test_score"][0], retrieval_metrics(first, gt[test])["R@1"])
 
 
+def test_dual_softmax_refuses_a_bank_overflowing_in_one_column_only():
+    # column 0's soft maximum, 1.7e308 + 1e308 * log(2), overflows float64; column 1's does not
+    bank = np.array([[1.7e308, 0.0], [1.7e308, 0.0]])
+    with pytest.raises(ValueError, match=r"temperature=1e\+308 is too large.*overflow float64"):
+        DualSoftmax(temperature=1e308).fit(bank)
+
+
+def test_dual_softmax_temperature_beyond_float32_in_float32():
+    # T = 4e38 is inf in float32, but the soft maxima 0 + T * log(2) = 2.77e38 are not:
+    # the weights are exp((s - T log 2) / T) = exp(-log 2) = 1/2, the scores s / 2.
+    bank = np.zeros((2, 2), dtype=np.float32)
+    out = DualSoftmax(temperature=4e38).fit(bank).transform(np.array([[1.0, 2.0]], np.float32))
+    assert out.dtype == np.float32
+    assert_allclose(out, [[0.5, 1.0]], rtol=1e-6)

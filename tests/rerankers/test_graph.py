@@ -15,8 +15,14 @@ from skqbnorm.rerankers._graph import affinity, degrees, laplacian, pair_laplaci
 
 # x = [0, 1, 3] on a line: lengths 1, 3, 2; the median, sigma = 2.
 W01, W02, W12 = 0.8824969025845955, 0.32465246735834974, 0.6065306597126334  # e^-1/8, -9/8, -1/2
+
+
 D0, D1, D2 = 1.2071493699429452, 1.4890275622972289, 0.9311831270709832
+
+
 N01, N02, N12 = 0.6582355218034802, 0.30621090485226954, 0.5150908576754984  # w_ij/sqrt(d_i d_j)
+
+
 E_HALF = 0.6065306597126334  # e^-1/2: an edge as long as the kernel width
 
 

@@ -1,9 +1,9 @@
-"""NNN, DN (weighted Centering), querybank z-norm and mutual proximity.
+"""NNN, DN (weighted Centering), querybank z-norm and mutual proximity, side by side.
 
-Each against a dense reference written from SPEC's formula (tests/reference.py), on
-precomputed and embedding input, chunked and not; the stated equivalences; the
-scikit-learn contract; bad input; finite in, finite out at every scale.
-"""
+The normalisers whose bias is a statistic of each bank column, each against a dense
+reference written from SPEC's formula (tests/reference.py), on precomputed and embedding
+input, chunked and not; the scikit-learn contract; bad input; finite in, finite out at
+every scale."""
 
 import itertools
 import pickle
@@ -14,9 +14,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
-import skqbnorm._core._trees
 from skqbnorm import (
-    CSLS,
     Centering,
     DualBankSinkhornNormalisation,
     DualDynamicInvertedSoftmax,
@@ -27,11 +25,11 @@ from skqbnorm import (
     SinkhornNormalisation,
 )
 from skqbnorm import NearestNeighborNormalization as NNN
-from skqbnorm._core import ColumnMoments, ProbeMatrix, RowMoments, reduce_bank
-from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 
 import reference as ref
+from helpers import sims_pair_with_hubs as sims_pair
+from helpers import stable_ranking
 
 CASES = {
     "NNN": (NNN(k=5, alpha=0.7), lambda q, b: ref.nnn(q, b, 5, 0.7)),
@@ -41,23 +39,16 @@ CASES = {
     "MP-gaussian": (MutualProximity(), ref.mutual_proximity_gaussian),
     "MP-empiric": (MutualProximity(method="empiric"), ref.mutual_proximity_empiric),
 }
+
+
 NAMES = list(CASES)
-ESTIMATORS = [CASES[name][0] for name in NAMES]
+
+
 FITTED_ARRAYS = ("bank_neighbourhood_", "bank_mean_", "bank_std_", "sorted_bank_")
 
 
 def fitted_arrays(estimator):
     return [getattr(estimator, name) for name in FITTED_ARRAYS if hasattr(estimator, name)]
-
-
-def sims_pair(rng, n_queries=40, n_bank=60, n_gallery=25, dtype=np.float64):
-    bank = rng.normal(size=(n_bank, n_gallery))
-    bank[:, :3] += 1.0  # three hubs
-    return rng.normal(size=(n_queries, n_gallery)).astype(dtype), bank.astype(dtype)
-
-
-def stable_ranking(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
 
 
 def tolerance(dtype, magnitude):
@@ -80,114 +71,6 @@ def test_matches_reference(rng, name, dtype):
     assert_allclose(out, expected, **tolerance(dtype, np.abs(expected).max()))
     if dtype == np.float64 and name != "MP-empiric":  # empiric: see the next test
         assert_array_equal(stable_ranking(out), stable_ranking(expected))
-
-
-def test_empiric_ranking_is_the_exact_product_of_the_fractions(rng):
-    # Coarse values: fractions tie, and distinct pairs of fractions have equal
-    # products. The ranking must be that of the exact rational product.
-    queries = rng.integers(0, 6, size=(30, 20)).astype(float)
-    bank = rng.integers(0, 6, size=(45, 20)).astype(float)
-    out = MutualProximity(method="empiric").fit(bank).transform(queries)
-    expected = ref.mutual_proximity_empiric(queries, bank)
-    assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
-    numerators = np.rint(np.exp(expected) * 4 * 46 * 20)  # (2 c_g + 1) (2 c_q), integers
-    assert_allclose(np.exp(expected) * 4 * 46 * 20, numerators, rtol=1e-9)
-    assert_array_equal(ref.dense_rank_rows(out), ref.dense_rank_rows(numerators))
-
-
-def test_empiric_fractions_by_hand():
-    bank = np.array([[0.2], [0.4], [0.4], [0.6]])
-    queries = np.array([[0.4, 0.1, 0.4, 0.9]]).T  # one gallery item; four 1-item rows
-    out = MutualProximity(method="empiric").fit(bank).transform(queries)
-    # P_q = 1/2 for a row of one item; P_g = (below + (ties + 1) / 2) / 5
-    assert_allclose(np.exp(out[:, 0]), [(1 + 1.5) / 5 / 2, 0.5 / 5 / 2, 2.5 / 10, 4.5 / 10])
-    row = np.array([[0.3, 0.1, 0.3, 0.5]])
-    bank = np.zeros((1, 4))
-    out = MutualProximity(method="empiric").fit(bank).transform(row)
-    # P_g = 1.5 / 2 everywhere (above the bank's 0); P_q: 0.1 -> 0.5/4, 0.3 -> 2/4, 0.5 -> 3.5/4
-    assert_allclose(np.exp(out[0]), 0.75 * np.array([2, 0.5, 2, 3.5]) / 4)
-
-
-def test_gaussian_by_hand():
-    from scipy.stats import norm
-
-    bank = np.array([[0.0, 1.0], [2.0, 1.0]])  # item 0: mu 1, sigma 1; item 1 constant
-    row = np.array([[2.0, 0.0]])  # mu_q 1, sigma_q 1
-    out = MutualProximity().fit(bank).transform(row)
-    expected = np.log([norm.cdf(1.0) * norm.cdf(1.0), norm.cdf(-1.0) * norm.cdf(-1.0)])
-    assert_allclose(out[0], expected, rtol=1e-13)
-    z = QueryBankZNorm().fit(bank)
-    assert_array_equal(z.bank_std_, [1.0, 0.0])
-    assert_array_equal(z.transform(row), [[1.0, -1.0]])  # sigma 0 divides as 1
-
-
-def test_empiric_ties_are_exact_across_dtypes(rng):
-    # A float32 bank and float64 queries: a query one float64 step away from a bank
-    # value is not tied with it, though both round to the same float32.
-    bank = rng.normal(size=(40, 6)).astype(np.float32)
-    queries = np.repeat(bank[:3].astype(np.float64), 3, axis=0)
-    queries[1::3] = np.nextafter(queries[1::3], -np.inf)
-    queries[2::3] = np.nextafter(queries[2::3], np.inf)
-    out = MutualProximity(method="empiric").fit(bank).transform(queries)
-    assert out.dtype == np.float64
-    expected = ref.mutual_proximity_empiric(queries, bank.astype(np.float64))
-    assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
-    assert (out[0::3] < out[2::3]).all() and (out[1::3] < out[0::3]).all()
-
-
-# -- the stated equivalences ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize("k", [1, 4, 60])
-def test_nnn_with_half_alpha_ranks_as_csls(rng, k):
-    queries, bank = sims_pair(rng, n_gallery=80)  # k=60: the bank, not the gallery, bounds k
-    nnn = NNN(k=k, alpha=0.5).fit(bank).transform(queries)
-    csls = CSLS(k=k).fit(bank).transform(queries)
-    assert_array_equal(stable_ranking(nnn), stable_ranking(csls))
-    # CSLS = 2 NNN - r_G(q): the difference is a per-row constant
-    difference = 2 * nnn - csls
-    assert_allclose(difference, difference[:, :1].repeat(80, axis=1), atol=1e-12)
-    assert_array_equal(
-        NNN(k=k).fit(bank).bank_neighbourhood_, CSLS(k=k).fit(bank).bank_neighbourhood_
-    )
-
-
-def test_nnn_ranking_differs_from_csls_for_other_alphas(rng):
-    queries, bank = sims_pair(rng, n_gallery=80)
-    csls = stable_ranking(CSLS(k=4).fit(bank).transform(queries))
-    assert (stable_ranking(NNN(k=4, alpha=1.5).fit(bank).transform(queries)) != csls).any()
-    assert_array_equal(NNN(k=4, alpha=0.0).fit(bank).transform(queries), queries)
-
-
-def test_dn_subtracts_half_the_mean_bank_embedding(rng):
-    # DN as released: the query embedding less half the bank's mean embedding.
-    bank, gallery, queries = (rng.normal(size=(n, 8)) for n in (70, 30, 12))
-    dn = Centering(weight=0.5, metric="dot").fit(bank, gallery=gallery)
-    expected = (queries - 0.5 * bank.mean(axis=0)) @ gallery.T
-    assert_allclose(dn.transform(dn.similarities(queries)), expected, rtol=1e-10, atol=1e-12)
-
-
-def test_centering_default_is_unchanged(rng):
-    queries, bank = sims_pair(rng)
-    plain = Centering().fit(bank).transform(queries)
-    assert Centering().weight == 1.0
-    assert_array_equal(plain, Centering(weight=1.0).fit(bank).transform(queries))
-    assert_allclose(plain, ref.centering(queries, bank), rtol=1e-12, atol=1e-12)
-    assert_allclose(
-        Centering(weight=0.0).fit(bank).transform(queries), queries, rtol=0, atol=0
-    )
-
-
-def test_gaussian_bank_term_is_the_z_norm(rng):
-    from scipy.special import log_ndtr
-
-    queries, bank = sims_pair(rng)
-    mp = MutualProximity().fit(bank)
-    z = QueryBankZNorm().fit(bank)
-    assert_array_equal(mp.bank_mean_, z.bank_mean_)
-    assert_array_equal(mp.bank_std_, z.bank_std_)
-    row_z = (queries - queries.mean(axis=1, keepdims=True)) / queries.std(axis=1, keepdims=True)
-    assert_allclose(mp.transform(queries), log_ndtr(z.transform(queries)) + log_ndtr(row_z))
 
 
 # -- embedding mode, chunking, memmaps, top_k, dask ---------------------------------------------
@@ -218,12 +101,7 @@ def test_embedding_mode_equals_precomputed_and_reference(rng, name, metric):
     assert_array_equal(chunked.transform(chunked.similarities(query_emb)), scores)
 
 
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_bitwise_the_same_for_every_split_layout_and_memmap(rng, tmp_path, leaves, name):
     estimator, reference = CASES[name]
@@ -249,6 +127,7 @@ def test_bitwise_the_same_for_every_split_layout_and_memmap(rng, tmp_path, leave
         assert_array_equal(fitted.transform(np.asfortranarray(queries)), scores, err_msg=layout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_top_k_is_transform_then_stable_sort(rng, name):
     # 600 gallery items: the rows' moments (MP) span several 256-column leaves,
@@ -298,57 +177,6 @@ def test_dask_fit_and_transform(rng, name):
     for got, want in zip(fitted_arrays(fitted), fitted_arrays(reference), strict=True):
         assert_array_equal(got, want)
     assert_array_equal(out, reference.transform(queries))
-
-
-# -- the streaming moments ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("leaf_cap", [1, 4, 256])
-def test_column_moments_against_closed_forms(monkeypatch, leaf_cap):
-    monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", leaf_cap)
-    for n_rows in range(1, 20):
-        # 1..n: mean (n + 1) / 2, variance (n^2 - 1) / 12; and a constant column
-        columns = np.column_stack([np.arange(1.0, n_rows + 1), np.full(n_rows, 0.1)])
-        for working_memory, n_jobs in [(1e-5, 1), (1e-5, 2), (None, 1)]:
-            (moments,) = reduce_bank(
-                ProbeMatrix(columns), lambda: [ColumnMoments(2)], working_memory, n_jobs
-            )
-            mean, std = moments.result()
-            assert_allclose(mean, [(n_rows + 1) / 2, 0.1], rtol=1e-15)
-            assert_allclose(std[0], np.sqrt((n_rows**2 - 1) / 12), rtol=1e-14, atol=1e-15)
-            assert std[1] == 0.0 and mean[1] == 0.1  # exactly constant
-
-
-@pytest.mark.parametrize("scale", [2.0**-1060, 1e-300, 1.0, 1e300])
-def test_column_moments_at_any_scale(rng, scale):
-    values = rng.normal(size=(700, 5)) + 2.0
-    (moments,) = reduce_bank(ProbeMatrix(values * scale), lambda: [ColumnMoments(5)])
-    mean, std = moments.result()
-    rtol = 1e-13 if scale > 1e-307 else 1e-2  # subnormals keep only a few digits
-    assert_allclose(mean / scale, values.mean(axis=0), rtol=rtol)
-    assert_allclose(std / scale, values.std(axis=0), rtol=rtol)
-
-
-def test_column_moments_near_the_float64_maximum(rng):
-    values = rng.uniform(-1.7, 1.7, size=(600, 4)) * 1e308  # sums and squares overflow
-    (moments,) = reduce_bank(ProbeMatrix(values), lambda: [ColumnMoments(4)])
-    mean, std = moments.result()
-    scaled = values * 2.0**-600
-    assert_allclose(mean, scaled.mean(axis=0) * 2.0**600, rtol=1e-12)
-    assert_allclose(std, scaled.std(axis=0) * 2.0**600, rtol=1e-14)
-
-
-@pytest.mark.parametrize("cuts", [[1000], [3, 300, 600], [256, 512], [255, 257, 999]])
-def test_row_moments_independent_of_the_column_chunks(rng, cuts):
-    rows = rng.normal(size=(7, 1000)) * 3 + 1
-    whole = RowMoments().update(rows).result()
-    assert_allclose(whole[0], rows.mean(axis=1), rtol=1e-14)
-    assert_allclose(whole[1], rows.std(axis=1), rtol=1e-14)
-    chunked = RowMoments()
-    for start, stop in zip([0, *cuts], [*cuts, 1000]):
-        chunked.update(rows[:, start:stop])
-    for got, want in zip(chunked.result(), whole, strict=True):
-        assert_array_equal(got, want)
 
 
 # -- finite in, finite out -------------------------------------------------------------------
@@ -417,23 +245,7 @@ def test_constant_columns_rows_and_a_one_row_bank(rng):
     assert_array_equal(one.transform(queries), Centering().fit(bank[:1]).transform(queries))
 
 
-def test_an_overflowing_bias_is_refused_not_returned(rng):
-    bank = rng.uniform(1.0, 1.5, size=(30, 4)) * 1e308
-    fitted = NNN(k=3, alpha=2.0).fit(bank)  # alpha * r_k overflows
-    with pytest.raises(ValueError, match=r"NearestNeighborNormalization's scores .* overflow"):
-        fitted.transform(bank[:2])
-
-
-# -- scikit-learn integration ------------------------------------------------------------------
-
-
-
-@pytest.fixture(scope="module")
-def hubness_sims():
-    sims, gt, _ = make_hubness_sims(900, 150, 0, random_state=0)
-    return sims, gt
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "estimator, grid",
     [
@@ -461,17 +273,7 @@ def test_grid_search_over_the_hyperparameters(hubness_sims, estimator, grid):
         assert np.isclose(search.cv_results_["split0_test_score"][index], expected)
 
 
-def test_grid_search_picks_a_normalising_nnn(hubness_sims):
-    sims, gt = hubness_sims
-    search = GridSearchCV(
-        NNN(), {"k": [8, 64], "alpha": [0.0, 0.5, 1.0]}, scoring=make_retrieval_scorer("R@1"), cv=3
-    ).fit(sims, gt)
-    alphas = np.array(search.cv_results_["param_alpha"], dtype=float)
-    scores = search.cv_results_["mean_test_score"]
-    assert search.best_params_["alpha"] > 0
-    assert scores[alphas > 0].max() > scores[alphas == 0].max() + 3  # R@1 in percent
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ZNorm", "MP-gaussian", "MP-empiric"])
 def test_held_out_folds_gain_on_planted_hubs(hubness_sims, name):
     # Hubs here are items of large spread, which z-scores and MP divide out.
@@ -481,14 +283,6 @@ def test_held_out_folds_gain_on_planted_hubs(hubness_sims, name):
     scorer = make_retrieval_scorer("R@1")
     scores = cross_val_score(clone(CASES[name][0]), sims, gt, scoring=scorer, cv=3)
     assert scores.mean() > retrieval_metrics(sims, gt)["R@1"] + 3
-
-
-# -- bad input -----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def bank(rng):
-    return rng.normal(size=(20, 6))
 
 
 @pytest.mark.parametrize(
@@ -520,18 +314,6 @@ def test_bools_are_not_numbers(make, name, bank):
 def test_parameters_are_validated(make, name, bank):
     with pytest.raises(ValueError, match=rf"The '{name}' parameter of \w+ must be"):
         make().fit(bank)
-
-
-def test_k_larger_than_the_bank_but_not_the_gallery(rng, bank):
-    message = r"k=21 is larger than the querybank.*shape \(20, 6\).*at most 20"
-    with pytest.raises(ValueError, match=message):
-        NNN(k=21).fit(bank)
-    with pytest.raises(ValueError, match=r"k=32 is larger than the querybank.*shape \(20, 6\)"):
-        NNN().fit(bank)  # the default k
-    assert NNN(k=20).fit(bank).bank_neighbourhood_.shape == (6,)  # k > n_gallery is fine
-    da = pytest.importorskip("dask.array")
-    with pytest.raises(ValueError, match=r"k=21 is larger than the querybank"):
-        NNN(k=21).fit(da.from_array(bank))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -576,6 +358,8 @@ LAYOUT_CASES = {
     "DBNorm": (DualInvertedSoftmax(beta1=3.0, beta2=4.0), "gallery_bank"),
     "DBNorm-dynamic": (DualDynamicInvertedSoftmax(beta1=3.0, beta2=4.0, k=2), "gallery_bank"),
 }
+
+
 LAYOUTS = {
     "Fortran": np.asfortranarray,
     "strided": lambda array: np.repeat(array, 2, axis=1)[:, ::2],
@@ -588,6 +372,7 @@ def every_fitted_array(estimator):
             if name.endswith("_") and isinstance(value, np.ndarray)}
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # tol=0: every iteration
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", LAYOUT_CASES)
@@ -606,12 +391,3 @@ def test_bank_layout_does_not_change_a_bit(rng, name, layout):
     for attribute, value in every_fitted_array(fitted).items():
         assert_array_equal(value, want[attribute], err_msg=attribute)
     assert_array_equal(fitted.transform(arranged(queries)), expected.transform(queries))
-
-
-@pytest.mark.parametrize("first, then", [("empiric", "gaussian"), ("gaussian", "empiric")])
-def test_a_refit_with_the_other_method_keeps_nothing_of_the_first(rng, first, then):
-    queries, bank = sims_pair(rng)
-    refitted = MutualProximity(method=first).fit(bank).set_params(method=then).fit(bank)
-    fresh = MutualProximity(method=then).fit(bank)
-    assert set(vars(refitted)) == set(vars(fresh))  # no sorted bank left behind (O(M N))
-    assert_array_equal(refitted.transform(queries), fresh.transform(queries))

@@ -18,6 +18,8 @@ from skqbnorm import (
 )
 from skqbnorm.normalisers._bias import BiasFormMixin
 
+from helpers import stable_ranking as ranking
+
 N_DIMS = 8
 
 
@@ -70,10 +72,6 @@ def biased(normaliser, sims):
     forms = normaliser.row_forms(sims.argmax(axis=1))
     biases = normaliser.gallery_biases()
     return np.where((forms >= 0)[:, None], sims - biases[np.maximum(forms, 0)], sims)
-
-
-def ranking(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

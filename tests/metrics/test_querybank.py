@@ -195,6 +195,7 @@ def caught_warnings(bank, queries, **kwargs):
             if issubclass(record.category, QueryBankWarning)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["embeddings", "similarities"])
 @pytest.mark.parametrize("bank_name, expected", [
     ("in-domain", []),

@@ -81,6 +81,7 @@ def test_hinge_ranking_does_not_depend_on_the_margin(rng, margin):
     assert_allclose(centred, margin * (reference - reference.mean()), rtol=1e-4, atol=1e-6 * margin)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("laplacian_kind", ["unnormalised", "normalised"])
 @pytest.mark.parametrize("pairs", ["rho_adjacent", "all", "top_bottom"])
 def test_preference_strength_closed_form_is_the_minimiser(rng, pairs, laplacian_kind):
@@ -185,6 +186,7 @@ def digits_lists():
     return data.features, data.initial_scores, data.groups, data.relevance
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "reranker",
     [
@@ -208,6 +210,7 @@ def test_reranking_raises_map_on_digits(digits_lists, reranker):
     assert after > before + 0.01, (before, after)
 
 
+@pytest.mark.slow
 def test_groups_rerank_independently_and_in_parallel(rng):
     features, initial = two_clusters(rng, 60)
     groups = np.repeat(["a", "b", "c"], 20)
@@ -387,6 +390,7 @@ def test_rank_and_binary_scores_of_ties():
     assert_array_equal(reranker._initial_scores(scores), [1.0, 1.0, 1.0, 0.0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
 def test_a_random_state_instance_does_not_depend_on_n_jobs(rng, cls):
     # Each list gets its own seed, drawn at fit: worker processes each held a copy of

@@ -11,15 +11,19 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-import skqbnorm._core._trees
 from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
 from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 
+from helpers import quiet
+from helpers import stable_ranking as order
+
 # Tests of values run few iterations; the warning has its own test.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
+
 DBSN = DualBankSinkhornNormalisation
+
 
 # -- the dense reference (SPEC, "Sinkhorn normalisation (SN / DBSN)"), literally ----------
 
@@ -59,15 +63,6 @@ def three_sets(rng, n_queries=30, n_bank=70, n_gallery=25, n_gallery_bank=20, dt
     queries = rng.normal(size=(n_queries, n_gallery)) * spread[:n_gallery] + 0.3
     sims = queries, bank[:, :n_gallery], bank[:, n_gallery:]
     return tuple(a.astype(dtype) for a in sims)
-
-
-def order(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
-
-
-def quiet(estimator):
-    """The estimator running all its iterations (the module ignores ConvergenceWarning)."""
-    return estimator.set_params(tol=0.0)
 
 
 FITTED = ("gallery_log_scaling_", "gallery_bank_log_scaling_", "bank_log_scaling_",
@@ -189,6 +184,7 @@ def test_a_far_gallery_bank_is_not_negligible(rng):
     assert_allclose(far.gallery_bank_log_scaling_, near.gallery_bank_log_scaling_ + 5 / 0.05)
 
 
+@pytest.mark.slow
 def test_a_small_gallery_bank_share_approaches_sinkhorn_normalisation(rng):
     # The gallery bank's share of the targets' mass, M_g / (N + M_g), bounds its effect.
     queries, bank, cross = three_sets(rng, n_gallery=400, n_gallery_bank=40)
@@ -230,30 +226,6 @@ def test_warns_when_tol_is_not_reached(rng):
     assert record[0].filename == __file__
 
 
-@pytest.mark.parametrize("bank", ["bank_embeddings", "far_bank_embeddings"])
-def test_the_defaults_converge_on_the_bundled_data(bank):
-    # SN's defaults, chosen among the settings whose fits (SN's and DBSN's) all reach tol
-    # within 3/4 of n_iter; the demo fits DBSN with the bundled 3,000-word gallery bank.
-    data = load_wordnet_revdict()
-    embeddings = getattr(data, bank)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        fitted = DBSN().fit(embeddings @ data.gallery_embeddings.T,
-                            querybank_to_gallery_bank=embeddings @ data.gallery_bank_embeddings.T)
-    assert fitted.n_gallery_bank_ == len(data.gallery_bank_embeddings)
-    assert fitted.marginal_error_ <= fitted.tol
-    assert fitted.n_iter_ <= 0.75 * fitted.n_iter
-
-
-# -- the streaming core -------------------------------------------------------------------
-
-
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
-
-
 def fit_inputs(rng, tmp_path, embedded):
     """(queries, fit arguments, dense bank, dense cross): memmaps or embeddings."""
     if embedded:
@@ -274,6 +246,7 @@ def fit_inputs(rng, tmp_path, embedded):
     return queries, ((maps[0],), {"querybank_to_gallery_bank": maps[1]}), bank, cross
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("embedded", [False, True])
 def test_bitwise_the_same_for_every_split(rng, tmp_path, leaves, embedded):
     queries, (args, kwargs), bank, cross = fit_inputs(rng, tmp_path, embedded)
@@ -442,3 +415,19 @@ def test_grid_search_over_tau_and_n_iter_splits_the_gallery_bank_rows():
     for params, score in zip(search.cv_results_["params"], search.cv_results_["split0_test_score"]):
         fitted = DBSN(**params).fit(sims[train], querybank_to_gallery_bank=cross[train])
         assert score == retrieval_metrics(fitted.transform(sims[test]), gt[test])["R@1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bank", ["bank_embeddings", "far_bank_embeddings"])
+def test_the_defaults_converge_on_the_bundled_data(bank):
+    # SN's defaults, chosen among the settings whose fits (SN's and DBSN's) all reach tol
+    # within 3/4 of n_iter; the demo fits DBSN with the bundled 3,000-word gallery bank.
+    data = load_wordnet_revdict()
+    embeddings = getattr(data, bank)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        fitted = DBSN().fit(embeddings @ data.gallery_embeddings.T,
+                            querybank_to_gallery_bank=embeddings @ data.gallery_bank_embeddings.T)
+    assert fitted.n_gallery_bank_ == len(data.gallery_bank_embeddings)
+    assert fitted.marginal_error_ <= fitted.tol
+    assert fitted.n_iter_ <= 0.75 * fitted.n_iter

@@ -1,34 +1,22 @@
-"""More boundary guards for mutants ``scripts/mutation_test.py`` found alive.
-
-The streaming core's sizing rules (chunk rows, tree leaves, product rows), the
-bookkeeping of blocks and jobs, the error positions, and the conjugate-gradient
-solver's preconditioner and iteration cap, each against values written out by hand.
-"""
+"""The streaming core: chunk and leaf sizing, the probe matrix, the parallel driver, the
+column trees and the moments, each against values written out by hand or closed forms."""
 
 import contextlib
-import warnings
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from scipy import sparse
-from scipy.optimize import minimize
 from scipy.special import logsumexp
-from sklearn.exceptions import ConvergenceWarning
 
-from skqbnorm import (
-    Centering,
-    HingeReranker,
-    PreferenceStrengthReranker,
-    RandomWalkReranker,
-)
+import skqbnorm._core._trees
 from skqbnorm._core import (
     ColumnLogSumExp,
     ColumnMean,
     ColumnMoments,
     ColumnTree,
     ProbeMatrix,
+    RowMoments,
     _parallel,
     alignment,
     embedding_products,
@@ -37,11 +25,61 @@ from skqbnorm._core import (
     reduce_bank,
     rows_per_chunk,
 )
-from skqbnorm.metrics import hinge_distance
-from skqbnorm.rerankers import _solvers
-from skqbnorm.rerankers._solvers import conjugate_gradients, solve_pinned
+
+# -- the streaming moments ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("leaf_cap", [1, 4, 256])
+def test_column_moments_against_closed_forms(monkeypatch, leaf_cap):
+    monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", leaf_cap)
+    for n_rows in range(1, 20):
+        # 1..n: mean (n + 1) / 2, variance (n^2 - 1) / 12; and a constant column
+        columns = np.column_stack([np.arange(1.0, n_rows + 1), np.full(n_rows, 0.1)])
+        for working_memory, n_jobs in [(1e-5, 1), (1e-5, 2), (None, 1)]:
+            (moments,) = reduce_bank(
+                ProbeMatrix(columns), lambda: [ColumnMoments(2)], working_memory, n_jobs
+            )
+            mean, std = moments.result()
+            assert_allclose(mean, [(n_rows + 1) / 2, 0.1], rtol=1e-15)
+            assert_allclose(std[0], np.sqrt((n_rows**2 - 1) / 12), rtol=1e-14, atol=1e-15)
+            assert std[1] == 0.0 and mean[1] == 0.1  # exactly constant
+
+
+@pytest.mark.parametrize("scale", [2.0**-1060, 1e-300, 1.0, 1e300])
+def test_column_moments_at_any_scale(rng, scale):
+    values = rng.normal(size=(700, 5)) + 2.0
+    (moments,) = reduce_bank(ProbeMatrix(values * scale), lambda: [ColumnMoments(5)])
+    mean, std = moments.result()
+    rtol = 1e-13 if scale > 1e-307 else 1e-2  # subnormals keep only a few digits
+    assert_allclose(mean / scale, values.mean(axis=0), rtol=rtol)
+    assert_allclose(std / scale, values.std(axis=0), rtol=rtol)
+
+
+def test_column_moments_near_the_float64_maximum(rng):
+    values = rng.uniform(-1.7, 1.7, size=(600, 4)) * 1e308  # sums and squares overflow
+    (moments,) = reduce_bank(ProbeMatrix(values), lambda: [ColumnMoments(4)])
+    mean, std = moments.result()
+    scaled = values * 2.0**-600
+    assert_allclose(mean, scaled.mean(axis=0) * 2.0**600, rtol=1e-12)
+    assert_allclose(std, scaled.std(axis=0) * 2.0**600, rtol=1e-14)
+
+
+@pytest.mark.parametrize("cuts", [[1000], [3, 300, 600], [256, 512], [255, 257, 999]])
+def test_row_moments_independent_of_the_column_chunks(rng, cuts):
+    rows = rng.normal(size=(7, 1000)) * 3 + 1
+    whole = RowMoments().update(rows).result()
+    assert_allclose(whole[0], rows.mean(axis=1), rtol=1e-14)
+    assert_allclose(whole[1], rows.std(axis=1), rtol=1e-14)
+    chunked = RowMoments()
+    for start, stop in zip([0, *cuts], [*cuts, 1000]):
+        chunked.update(rows[:, start:stop])
+    for got, want in zip(chunked.result(), whole, strict=True):
+        assert_array_equal(got, want)
+
 
 MIB = 2**20
+
 
 # ------------------------------------------------------------------ sizing rules
 
@@ -202,31 +240,6 @@ def test_jobs_share_the_blas_threads(monkeypatch, cpu_count, expected):
     assert type(recorded[0][0]) is int
 
 
-# ------------------------------------------------------------ conjugate gradients
-
-
-def test_conjugate_gradients_jacobi_preconditioner():
-    # Jacobi-preconditioned CG solves a diagonal system in one iteration, also with
-    # entries below 1. A zero diagonal entry (an empty row) keeps preconditioner 1.
-    system = sparse.csr_matrix(np.diag([0.5, 2.0, 4.0]))
-    scores, info = conjugate_gradients(system, np.array([1.0, 1.0, 1.0]), np.zeros(3))
-    assert_allclose(scores, [2.0, 0.5, 0.25], rtol=1e-12)
-    assert info == {"status": "solved", "n_iter": 1, "solver": "conjugate gradients"}
-    system = sparse.csr_matrix(np.diag([0.5, 0.0, 4.0]))
-    scores, info = conjugate_gradients(system, np.array([1.0, 0.0, 1.0]), np.zeros(3))
-    assert_allclose(scores, [2.0, 0.0, 0.25], rtol=1e-12)
-    assert info == {"status": "solved", "n_iter": 1, "solver": "conjugate gradients"}
-
-
-def test_conjugate_gradients_stop_after_twenty_iterations_per_item():
-    # An inconsistent system (rhs outside the range) never converges; fit reports it.
-    system = sparse.csr_matrix(np.array([[1.0, 0.0], [0.0, 0.0]]))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        _, info = conjugate_gradients(system, np.array([1.0, 1.0]), np.zeros(2))
-    assert info == {"status": "maximum iterations reached", "n_iter": 40, "solver": "conjugate gradients"}
-
-
 # ------------------------------------------------------------------ reduction trees
 
 
@@ -334,80 +347,6 @@ def test_moments_pivot_on_the_first_entry():
     assert mean.tolist() == [exact] == [4.992131372497772]
 
 
-# ---------------------------------------------------------------------- rerankers
-
-
-def test_random_walk_with_an_isolated_item_by_hand():
-    # Item 2 lies far away: its Gaussian affinities underflow to 0, so it is isolated
-    # and keeps its initial score. Items 0 and 1 (affinity w) solve, in scaled units
-    # v = y / 3 = (1, 1/3): w [[1 + c, -1], [-1, 1 + c]] y = c v, x = w y, i.e.
-    # x = c [[1.5, 1], [1, 1.5]] v / 1.25 = (0.7333.., 0.6) for c = 0.5: times 3, (2.2, 1.8).
-    # Energy over the linked items, divided by sum 1/d = 2/w:
-    # [(x0 - x1)^2 + c ((x0 - v0)^2 + (x1 - v1)^2)] / 2 = 2/45, and by the variance
-    # of (1, 1/3, 2/3), 2/27: 0.6.
-    features = np.array([[0.0], [1.0], [1e6]])
-    model = RandomWalkReranker(c=0.5, graph="dense", sigma=1.0).fit(features, [3.0, 1.0, 2.0])
-    assert_allclose(model.scores_, [2.2, 1.8, 2.0], rtol=1e-12)
-    assert_allclose(model.objective_, [0.6], rtol=1e-12)
-
-
-@pytest.mark.parametrize("parameter", ["margin", "eps_abs", "eps_rel"])
-def test_hinge_reranker_parameter_bounds(parameter):
-    features = np.array([[0.0], [0.5], [1.2], [3.0], [3.1]])
-    initial = [5.0, 4.0, 1.0, 3.0, 2.0]
-    value = 0.0 if parameter == "margin" else -0.5
-    with pytest.raises(ValueError, match=f"'{parameter}' parameter"):
-        HingeReranker(n_neighbors=2, **{parameter: value}).fit(features, initial)
-    if parameter != "margin":  # a zero tolerance alone is accepted
-        HingeReranker(n_neighbors=2, **{parameter: 0.0}).fit(features, initial)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        HingeReranker(n_neighbors=2, max_iter=1).fit(features, initial)
-
-
-def test_hinge_reranker_refuses_a_margin_that_overflows_some_scores():
-    # Scores of 1e299 and margin 1e10: the reranked scores reach about +-3e308 at the
-    # ends of the list (beyond float64) while the middle ones, about 6e307, fit.
-    features = np.array([[0.0], [0.5], [1.2], [3.0], [3.1]])
-    initial = np.array([5.0, 4.0, 1.0, 3.0, 2.0]) * 1e299
-    with pytest.raises(ValueError, match="margin=10000000000.0 times"):
-        HingeReranker(n_neighbors=2, margin=1e10).fit(features, initial)
-    with pytest.raises(ValueError, match="'max_iter' parameter"):
-        HingeReranker(n_neighbors=2, max_iter=0).fit(features, initial)
-
-
-@pytest.mark.parametrize("c", [1.0, 100.0])
-def test_hinge_qp_reaches_the_energy_minimum(c):
-    # All 6 pairs of a 4-item list: the quadratic closed form would stretch the
-    # (0, 3) gap beyond the margin, so the QP runs. Its energy (margin units)
-    # r^T L r / tr(L) + c / |S| sum (1 - (r_i - r_j))_+^2 over a dense Gaussian graph
-    # (sigma 1, built here) must be the minimum that BFGS finds.
-    features = np.array([[0.0], [3.0], [6.0], [9.0]])
-    weights = np.exp(-((features - features.T) ** 2) / 2)
-    np.fill_diagonal(weights, 0.0)
-    prior = np.diag(weights.sum(axis=1)) - weights
-    high, low = np.triu_indices(4, 1)
-
-    def energy(r):
-        slack = np.maximum(0.0, 1.0 - (r[high] - r[low]))
-        return r @ prior @ r / np.trace(prior) + c / len(high) * np.sum(slack**2)
-
-    best = min(
-        (
-            minimize(energy, start * np.arange(4.0)[::-1], method="BFGS", options={"gtol": 1e-13})
-            for start in [0.0, 1.0]
-        ),
-        key=lambda result: result.fun,
-    )
-    model = HingeReranker(c=c, graph="dense", sigma=1.0, pairs="top_bottom", n_top=3, n_bottom=3)
-    model.fit(features, [4.0, 3.0, 2.0, 1.0])
-    assert model.solver_status_.tolist() == ["solved"]
-    assert_allclose(model.objective_, [best.fun], rtol=1e-10)
-    # Scores in margin units: over y's largest magnitude (4) and the pairs' RMS gap.
-    unit = 4 * np.sqrt(np.mean((np.array([1, 2, 3, 1, 2, 1]) / 4) ** 2))
-    assert_allclose(np.diff(model.scores_) / unit, np.diff(best.x), rtol=1e-7)
-
-
 def test_column_moments_combine_leaves_near_the_float64_limit():
     # One-row leaves: the pairwise update is scaled by the largest mean or standard
     # deviation of both nodes, so that neither the difference of the means nor the
@@ -423,68 +362,3 @@ def test_column_moments_combine_leaves_near_the_float64_limit():
         result = tree.result()
         assert_allclose(result[0], [mean], rtol=1e-15, atol=0)
         assert_allclose(result[1], [std], rtol=1e-15)
-
-
-# ------------------------------------------------------------------ small API edges
-
-
-def test_hinge_distance_overflow_names_the_margin_only_when_there_is_one():
-    # The reversed gap 2e308 squared exceeds float64: with margin 0 the distance
-    # depends on the scores alone, with margin 1 on the margin too.
-    with pytest.raises(ValueError, match="of scores and initial_scores exceeds"):
-        hinge_distance([-1e308, 1e308], [2.0, 1.0], margin=0.0)
-    with pytest.raises(ValueError, match="of scores and margin=1 exceeds"):
-        hinge_distance([-1e308, 1e308], [2.0, 1.0], margin=1.0)
-
-
-def test_centering_weight_must_be_non_negative():
-    bank = np.array([[0.9, 0.1], [0.7, 0.3]])
-    with pytest.raises(ValueError, match="'weight' parameter"):
-        Centering(weight=-0.5).fit(bank)
-    assert_allclose(Centering(weight=0.0).fit(bank).transform([[0.8, 0.4]]), [[0.8, 0.4]])
-
-
-def test_a_singular_direct_solve_is_refused_by_name():
-    # A Laplacian with nothing pinned: scipy's RuntimeError becomes a named ValueError.
-    system = sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]]))
-    with pytest.raises(ValueError, match=r"reranking system of a list of 2 samples is singular"):
-        solve_pinned(system, np.zeros(2), pinned=np.zeros(2, dtype=bool), start=np.zeros(2))
-
-
-def test_a_short_stop_of_the_coarse_solve_is_reported(monkeypatch):
-    # Offsets between components are solved first (by conjugate gradients here): a stop
-    # there must reach solver_status_ and fit's warning, with the advice of the solver
-    # that stopped (not OSQP's, for the hinge).
-    real_cg, calls = _solvers.cg, []
-
-    def coarse_stops_short(system, rhs, **options):
-        scores, failed = real_cg(system, rhs, **options)
-        calls.append(system.shape[0])
-        return scores, (1 if len(calls) == 1 else failed)
-
-    monkeypatch.setattr(_solvers, "factorisation_flops", lambda n_items: np.inf)
-    monkeypatch.setattr(_solvers, "cg", coarse_stops_short)
-    rng = np.random.default_rng(0)
-    features, initial = rng.normal(size=(40, 3)), rng.normal(size=40)
-    for reranker in (PreferenceStrengthReranker(n_neighbors=1), HingeReranker(n_neighbors=1)):
-        calls.clear()
-        with pytest.warns(ConvergenceWarning, match=r"^Conjugate gradients stopped .* on the list: "
-                                                     r".*relative residual of 1e-10"):
-            reranker.fit(features, initial)
-        assert list(reranker.solver_status_) == ["maximum iterations reached"]
-
-
-def test_free_directions_never_solve_iteratively(monkeypatch):
-    # Its status would go unseen: the scales of the null vectors are always factorised.
-    def no_cg(*args, **kwargs):
-        raise AssertionError("conjugate gradients in free_directions")
-
-    monkeypatch.setattr(_solvers, "factorisation_flops", lambda n_items: np.inf)
-    monkeypatch.setattr(_solvers, "cg", no_cg)
-    # Two affinity components {0, 1} and {2, 3}, degrees 1 and 2; pairs (0, 2) and (1, 3).
-    prior_label = np.array([0, 0, 1, 1])
-    null = np.sqrt(np.array([1.0, 1.0, 2.0, 2.0]))
-    free, direction = _solvers.free_directions(np.zeros(4, dtype=int), (np.array([0, 1]), np.array([2, 3])),
-                                               prior_label, null)
-    assert free.tolist() == [True]
-    assert_allclose(direction / direction[0], np.ones(4))  # scales 1 : 1/sqrt(2), equal on every pair

@@ -2,7 +2,7 @@
 
 Every reference here is written out independently of the library: the Laplacian is
 ``diag(W 1) - W`` of the library's affinities (the graph itself is tested in
-test_graph.py), the pairs and the energies are spelled out by hand.
+tests/rerankers/test_graph.py), the pairs and the energies are spelled out by hand.
 """
 
 import numpy as np
@@ -44,6 +44,7 @@ def minimise(energy, x0):
 # --- the normalised energies, against BFGS --------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c", [1e-3, 0.3, 30.0])
 def test_pointwise_minimises_the_normalised_energy(rng, c):
     features, initial = two_clusters(rng)
@@ -62,6 +63,7 @@ def test_pointwise_minimises_the_normalised_energy(rng, c):
     assert_allclose(reranker.scores_, expected, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("c", [1e-3, 0.3, 30.0])
 def test_random_walk_energy_is_normalised_by_the_inverse_degrees(rng, c):
     features, initial = two_clusters(rng)
@@ -80,6 +82,7 @@ def test_random_walk_energy_is_normalised_by_the_inverse_degrees(rng, c):
     assert_allclose(reranker.scores_, result.x, atol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", [1.0, 1e-200, 1e200])
 @pytest.mark.parametrize("c", [0.01, 1.0, 100.0])
 def test_preference_strength_minimises_the_normalised_energy(rng, c, scale):
@@ -105,6 +108,7 @@ def test_preference_strength_minimises_the_normalised_energy(rng, c, scale):
     assert_allclose(reranker.scores_.mean() / scale, unit.mean(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("margin", [1.0, 1e-3])
 @pytest.mark.parametrize("c", [1e-3, 0.1, 10.0])
 def test_hinge_minimises_the_normalised_energy(rng, c, margin):

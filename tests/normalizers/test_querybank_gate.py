@@ -15,6 +15,7 @@ def data():
     return load_wordnet_revdict()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", [DynamicInvertedSoftmax(), NearestNeighborNormalization()])
 def test_open_on_the_in_domain_bank_equals_the_normaliser(data, template):
     gallery = data.gallery_embeddings
@@ -40,6 +41,7 @@ def test_closed_on_the_far_domain_bank_returns_a_copy_of_the_input(data):
     assert query_sims[0, 0] != 5.0
 
 
+@pytest.mark.slow
 def test_open_on_the_adversarial_bank(data):
     # Its queries find few bank queries near them (a warning), but its top-1
     # similarities are distributed as the queries' are: the gate stays open.

@@ -121,6 +121,8 @@ def test_all_pairs_are_the_strictly_ordered_ones(name):
 # Clustering: items 0..7 in list order; the top five's features form two blobs.
 
 CLUSTER_SCORES = np.linspace(1.0, 0.3, 8)
+
+
 BLOBS = np.array([[0.0, 0.0], [0.1, 0.0], [0.0, 0.1], [9.0, 9.0], [9.1, 9.0],
                   [5.0, 1.0], [3.0, 2.0], [1.0, 7.0]])
 
@@ -191,3 +193,75 @@ def test_select_pairs_dispatches_to_each_strategy():
     assert len({frozenset(pairs) for pairs in strategies.values()}) == 4
     for strategy, expected in strategies.items():
         assert as_set(select_pairs(strategy, BLOBS, CLUSTER_SCORES, **common)) == expected
+
+
+# ----------------------------------------------------------------- reranker pairs
+
+# Initial scores whose order is items 1, 3, 2, 0 (positions 0..3); N = 4.
+INITIAL = np.array([1.0, 4.0, 2.0, 3.0])
+
+
+ALL_PAIRS = {(1, 3), (1, 2), (1, 0), (3, 2), (3, 0), (2, 0)}
+
+
+def pair_set(pairs):
+    high, low = pairs
+    return set(zip(np.asarray(high).tolist(), np.asarray(low).tolist()))
+
+
+@pytest.mark.parametrize(
+    ("rho", "expected"),
+    [
+        (1, {(1, 3), (3, 2), (2, 0)}),
+        (2, {(1, 3), (3, 2), (2, 0), (1, 2), (3, 0)}),  # rho = N - 2: all but (first, last)
+        (3, ALL_PAIRS),
+        (4, ALL_PAIRS),
+    ],
+)
+def test_rho_adjacent_pairs_by_hand(rho, expected):
+    assert pair_set(rho_adjacent_pairs(INITIAL, rho)) == expected
+
+
+def test_rho_adjacent_pairs_skip_ties():
+    # Items 0 and 1 tie: adjacent, but carry no order.
+    assert pair_set(rho_adjacent_pairs(np.array([2.0, 2.0, 1.0]), 1)) == {(1, 2)}
+
+
+@pytest.mark.parametrize(
+    ("n_top", "n_bottom", "expected"),
+    [
+        (1, 1, {(1, 0)}),
+        (1, 2, {(1, 2), (1, 0)}),
+        (2, 1, {(1, 0), (3, 0)}),
+        (3, 3, ALL_PAIRS),  # N - 1 each: every pair
+        (4, 4, ALL_PAIRS),
+        (5, 5, ALL_PAIRS),  # beyond N: capped at the whole list
+    ],
+)
+def test_top_bottom_pairs_by_hand(n_top, n_bottom, expected):
+    assert pair_set(top_bottom_pairs(INITIAL, n_top, n_bottom)) == expected
+
+
+# Items 0..5 ranked in index order; in the top 4, items 0 and 2 lie together (feature
+# near 0) and items 1 and 3 together (near 10): two equally large clusters, of which the
+# one holding the best-ranked item (0) is the pseudo-positive one.
+CLUSTER_INITIAL = np.array([6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+
+
+POSITIVE_PAIRS = {(0, 4), (0, 5), (2, 4), (2, 5)}
+
+
+def test_clustering_pairs_tie_goes_to_the_best_ranked_item():
+    features = np.array([[0.0], [10.0], [0.1], [10.1], [5.0], [5.0]])
+    pairs = clustering_pairs(features, CLUSTER_INITIAL, 4, 2, 2, 0)
+    assert pair_set(pairs) == POSITIVE_PAIRS
+
+
+def test_clustering_pairs_cap_the_clusters_at_the_distinct_top_features():
+    # Two distinct feature vectors among the top 4: asking for 3 clusters gets 2,
+    # without k-means' warning about duplicate points.
+    features = np.array([[0.0], [10.0], [0.0], [10.0], [5.0], [5.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pairs = clustering_pairs(features, CLUSTER_INITIAL, 4, 2, 3, 0)
+    assert pair_set(pairs) == POSITIVE_PAIRS

@@ -20,6 +20,8 @@ from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 
 import reference as ref
+from helpers import stable_ranking as ranking
+from helpers import tolerance
 
 # -- dense references, SPEC's formula taken literally ---------------------------------
 
@@ -81,16 +83,6 @@ def gated_banks(rng):
     return queries, bank, gallery_bank
 
 
-def tolerance(dtype, magnitude=1.0):
-    if dtype == np.float32:
-        return {"rtol": 1e-4, "atol": 1e-4 * magnitude}
-    return {"rtol": 1e-10, "atol": 1e-10 * magnitude}
-
-
-def ranking(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
-
-
 CASES = [
     (DualInvertedSoftmax(beta1=2.0, beta2=5.0),
      lambda q, b, h: dual_inverted_softmax(q, b, h, 2.0, 5.0)),
@@ -103,6 +95,8 @@ CASES = [
     (DualDynamicInvertedSoftmax(beta1=7.0, beta2=1.5, k=2),
      lambda q, b, h: dual_dynamic_inverted_softmax(q, b, h, 7.0, 1.5, 2)),
 ]
+
+
 IDS = ["dual", "dual-released", "dual-defaults", "dynamic-k1", "dynamic-k2"]
 
 
@@ -303,6 +297,7 @@ def hub_data(seed):
     return sims, gt, bank, gallery_bank
 
 
+@pytest.mark.slow
 def test_grid_search_passes_the_gallery_bank_to_fit():
     sims, gt, _, gallery_bank = hub_data(0)
     grid = {"beta1": [1.0, 30.0], "beta2": [0.5, 30.0]}
@@ -318,6 +313,7 @@ def test_grid_search_passes_the_gallery_bank_to_fit():
     assert search.best_score_ > retrieval_metrics(sims, gt)["R@1"]
 
 
+@pytest.mark.slow
 def test_grid_search_over_the_dynamic_variant():
     sims, gt, _, gallery_bank = hub_data(1)
     grid = {"beta1": [1.0, 30.0], "beta2": [1.0, 30.0], "k": [1, 5]}
@@ -396,3 +392,10 @@ def test_overflowing_soft_maxima_name_the_beta(rng):
     _, bank, gallery_bank = three_banks(rng)
     with pytest.raises(ValueError, match=r"beta2=1e-320 is too small.*gallery bank"):
         DualInvertedSoftmax(beta1=1.0, beta2=1e-320).fit(bank, gallery_bank=gallery_bank)
+
+
+def test_dbnorm_refuses_a_querybank_overflowing_in_one_column_only():
+    # column 0's soft maximum, 1.7e308 + log(2) / 1e-308, overflows float64; column 1's does not
+    bank = np.array([[1.7e308, 0.0], [1.7e308, 0.0]])
+    with pytest.raises(ValueError, match=r"beta1=1e-308 is too small.*overflow float64"):
+        DualInvertedSoftmax(beta1=1e-308).fit(bank)

@@ -11,14 +11,17 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-import skqbnorm._core._trees
 from skqbnorm import InvertedSoftmax, SinkhornNormalisation
 from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 from skqbnorm.normalisers._sinkhorn import RowLogSumExp
 
+from helpers import quiet
+from helpers import stable_ranking as order
+
 # Tests of values run few iterations; the warning has its own test.
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 
 # -- the dense reference (SPEC, "Sinkhorn normalisation"), literally --------------------
 
@@ -54,15 +57,6 @@ def sims_pair(rng, n_queries=30, n_bank=70, n_gallery=25, scale=1.0, dtype=np.fl
     bank = rng.normal(size=(n_bank, n_gallery)) * spread + 0.3
     queries = rng.normal(size=(n_queries, n_gallery)) * spread + 0.3
     return (queries * scale).astype(dtype), (bank * scale).astype(dtype)
-
-
-def order(scores):
-    return np.argsort(-scores, axis=1, kind="stable")
-
-
-def quiet(estimator):
-    """The estimator running all its iterations (the module ignores ConvergenceWarning)."""
-    return estimator.set_params(tol=0.0)
 
 
 # -- the formula --------------------------------------------------------------------------
@@ -176,30 +170,10 @@ def test_warns_when_tol_is_not_reached(rng):
     assert errors[0] > errors[1] > errors[2]
 
 
-@pytest.mark.parametrize("bank", ["bank_embeddings", "far_bank_embeddings"])
-def test_the_defaults_converge_on_the_bundled_data(bank):
-    # scripts/sinkhorn_defaults_study.py chose them among the settings whose fits all reach
-    # tol within 3/4 of n_iter; the demo fits these two banks (float32), silently.
-    data = load_wordnet_revdict()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        fitted = SinkhornNormalisation().fit(getattr(data, bank) @ data.gallery_embeddings.T)
-    assert fitted.marginal_error_ <= fitted.tol
-    assert fitted.n_iter_ <= 0.75 * fitted.n_iter
-
-
-# -- the streaming core -------------------------------------------------------------------
-
-
-@pytest.fixture(params=["small leaves", "default leaves"])
-def leaves(request, monkeypatch):
-    if request.param == "small leaves":
-        monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
-
-
 FITTED = ("gallery_log_scaling_", "bank_log_scaling_", "marginal_error_", "n_iter_")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("embedded", [False, True])
 def test_bitwise_the_same_for_every_split(rng, tmp_path, leaves, embedded):
     queries, bank = sims_pair(rng, n_bank=333)
@@ -353,6 +327,7 @@ def test_inputs_are_never_modified(rng):
 # -- scikit-learn -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grid_search_over_tau_and_n_iter():
     sims, gt, _ = make_hubness_sims(900, 150, 0, random_state=0)
     grid = {"tau": [0.003, 0.01, 0.03], "n_iter": [1, 10]}
@@ -371,3 +346,52 @@ def test_grid_search_over_tau_and_n_iter():
                       retrieval_metrics(scores, gt[test])["R@1"])
 
 
+def test_sinkhorn_refuses_a_bank_overflowing_in_one_column_only():
+    bank = np.array([[1.7e308, 0.0], [1.7e308, 0.0]])
+    with pytest.raises(ValueError, match=r"tau=1e\+308 .*soft maximum over the gallery overflows"):
+        SinkhornNormalisation(tau=1e308).fit(bank)
+
+
+def test_sinkhorn_stops_at_an_exact_marginal_error_of_tol():
+    # A constant 2 x 2 bank at tau = 1: c_g = log 2, f_g = -2 log 2, the row pass gives -log 2,
+    # so h' = -log 2 + log 2 = 0 = h exactly: error 0 <= tol = 0 after one iteration, no warning.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = SinkhornNormalisation(tau=1.0, tol=0.0, n_iter=5).fit(np.zeros((2, 2)))
+    assert fitted.n_iter_ == 1 and fitted.marginal_error_ == 0.0
+
+
+def test_sinkhorn_tau_beyond_float32_on_a_float32_bank():
+    # 1 / tau = 1e39 is inf in float32: the passes must work in float64, not multiply 0 by inf.
+    # As tau -> 0 each soft maximum is the column's max (1 in both columns), so the excess is 0.
+    bank = np.array([[0, 1], [1, 0], [0.5, 0.2]], dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fitted = SinkhornNormalisation(tau=1e-39, tol=0.0, n_iter=3).fit(bank)
+    assert fitted.n_iter_ >= 2  # the later column pass (with bank offsets) ran
+    assert np.isfinite(fitted.gallery_log_scaling_).all()
+    assert_allclose(fitted.transform(bank), bank)
+
+
+def test_sinkhorn_float32_offsets_overflowing_float32_are_added_in_float64():
+    # The row pass adds f_g ~ -3e38 to the row of -3e38s: -6e38 overflows float32 only.
+    bank = np.array([[3e38, 3e38], [-3e38, -3e38]], dtype=np.float32)
+    # The updated potential h'_1 = -log 2 - (-6e38 + log 2) is finite, so the marginal error,
+    # |expm1((0 - h'_1) / tau)| = 1 (row 0's, in float32 rounding, is 3): not converged, but
+    # no overflow refusal.
+    with pytest.warns(ConvergenceWarning):
+        fitted = SinkhornNormalisation(tau=1.0, n_iter=1).fit(bank)
+    assert 1.0 <= fitted.marginal_error_ < np.inf
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bank", ["bank_embeddings", "far_bank_embeddings"])
+def test_the_defaults_converge_on_the_bundled_data(bank):
+    # scripts/sinkhorn_defaults_study.py chose them among the settings whose fits all reach
+    # tol within 3/4 of n_iter; the demo fits these two banks (float32), silently.
+    data = load_wordnet_revdict()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        fitted = SinkhornNormalisation().fit(getattr(data, bank) @ data.gallery_embeddings.T)
+    assert fitted.marginal_error_ <= fitted.tol
+    assert fitted.n_iter_ <= 0.75 * fitted.n_iter

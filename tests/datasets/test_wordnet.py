@@ -1,4 +1,4 @@
-"""The bundled and generated datasets."""
+"""The bundled WordNet reverse-dictionary dataset."""
 
 from importlib import resources
 
@@ -8,10 +8,7 @@ from numpy.testing import assert_allclose
 
 from skqbnorm import DynamicInvertedSoftmax, InvertedSoftmax
 from skqbnorm.datasets import (
-    load_digits_reranking,
-    load_digits_retrieval,
     load_wordnet_revdict,
-    make_hubness_sims,
 )
 from skqbnorm.metrics import retrieval_metrics
 
@@ -60,6 +57,7 @@ def test_wordnet_file_stays_under_ten_megabytes():
         assert path.stat().st_size < 10_000_000
 
 
+@pytest.mark.slow
 def test_in_domain_querybank_helps_on_wordnet():
     data = load_wordnet_revdict()
     sims = data.query_embeddings @ data.gallery_embeddings.T
@@ -67,33 +65,3 @@ def test_in_domain_querybank_helps_on_wordnet():
     for normaliser in (InvertedSoftmax(), DynamicInvertedSoftmax()):
         normaliser.fit(data.bank_embeddings, gallery=data.gallery_embeddings)
         assert retrieval_metrics(normaliser.transform(sims), data.query_gt)["R@1"] > raw + 1
-
-
-def test_digits_retrieval_task_has_hubs_that_normalisation_corrects():
-    data = load_digits_retrieval()
-    raw = retrieval_metrics(data.query_sims, data.query_gt)["R@1"]
-    normalised = DynamicInvertedSoftmax().fit(data.bank_sims).transform(data.query_sims)
-    assert retrieval_metrics(normalised, data.query_gt)["R@1"] > raw + 5
-
-
-@pytest.mark.parametrize("call, message", [
-    (lambda: load_digits_retrieval(n_gallery=0.5), r"'n_gallery' parameter of load_digits_retrieval .* \[1, 1796\]"),
-    (lambda: load_digits_retrieval(n_gallery=1797), r"'n_gallery' parameter .* \[1, 1796\]. Got 1797"),
-    (lambda: load_digits_retrieval(drop=1.5), r"'drop' parameter .* \[0.0, 1.0\]"),
-    (lambda: load_digits_retrieval(noise=-1.0), r"'noise' parameter"),
-    (lambda: load_digits_retrieval(dtype=int), r"dtype must be a float dtype such as np.float32; got int64"),
-    (lambda: load_digits_reranking(n_pool=0), r"'n_pool' parameter of load_digits_reranking"),
-    (lambda: load_digits_reranking(n_pool=5000), r"n_pool=5000 exceeds the 1777 digits left unlabelled"),
-    (lambda: load_digits_reranking(n_labelled_per_class=175), r"'n_labelled_per_class' .* \[1, 174\]"),
-    (lambda: make_hubness_sims(10, 0, 20), r"'n_gallery' parameter of make_hubness_sims"),
-    (lambda: make_hubness_sims(10, 5, 20, hub_spread=-1.0), r"'hub_spread' parameter"),
-    (lambda: make_hubness_sims(10, 5, 20, scale=0.0), r"'scale' parameter"),
-    (lambda: make_hubness_sims(10, 5, 20, dtype=np.int32), r"dtype must be a float dtype"),
-    (lambda: make_hubness_sims(True, 5, 20), r"'n_queries' parameter"),
-    (lambda: make_hubness_sims(10, 5, -1), r"'n_bank' parameter"),
-])
-def test_bad_loader_arguments_are_named(call, message):
-    # numpy or scikit-learn internals answered before (test_size, "high <= 0"), or an
-    # integer dtype silently gave matrices of zeros.
-    with pytest.raises(ValueError, match=message):
-        call()

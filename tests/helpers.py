@@ -1,0 +1,56 @@
+"""Small data makers and orderings that several test modules share (import as ``helpers``)."""
+
+import numpy as np
+
+# A 3-item bank over a 2-item gallery, small enough to check scores by hand.
+GC_BANK = np.array([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]])
+
+
+def stable_ranking(scores):
+    """Each row's gallery indices, best first; ties go to the lowest index."""
+    return np.argsort(-scores, axis=1, kind="stable")
+
+
+def quiet(estimator):
+    """The estimator running all its iterations (the module ignores ConvergenceWarning)."""
+    return estimator.set_params(tol=0.0)
+
+
+def tolerance(dtype, magnitude=1.0):
+    if dtype == np.float32:
+        return {"rtol": 1e-4, "atol": 1e-4 * magnitude}
+    return {"rtol": 1e-10, "atol": 1e-10 * magnitude}
+
+
+def sims_pair(rng, n_queries=40, n_bank=60, n_gallery=25, scale=1.0, dtype=np.float64):
+    bank = rng.normal(size=(n_bank, n_gallery)) * scale
+    queries = rng.normal(size=(n_queries, n_gallery)) * scale
+    return queries.astype(dtype), bank.astype(dtype)
+
+
+def sims_pair_with_hubs(rng, n_queries=40, n_bank=60, n_gallery=25, dtype=np.float64):
+    bank = rng.normal(size=(n_bank, n_gallery))
+    bank[:, :3] += 1.0  # three hubs
+    return rng.normal(size=(n_queries, n_gallery)).astype(dtype), bank.astype(dtype)
+
+
+def tied_matrix(rng, shape, values=(0.0, 0.5, 1.0)):
+    return rng.choice(np.array(values), size=shape)
+
+
+N_QUERIES, N_GALLERY = 40, 30
+
+
+def pair_of_rankings(seed, relevance=False):
+    """Two score matrices of the same queries, rounded so that many scores tie."""
+    rng = np.random.default_rng(seed)
+    if relevance:
+        gt = rng.random((N_QUERIES, N_GALLERY)) < 0.04
+        gt[np.arange(N_QUERIES), rng.integers(0, N_GALLERY, N_QUERIES)] = True
+        signal = gt.astype(float)
+    else:
+        gt = rng.integers(0, N_GALLERY, N_QUERIES)
+        signal = np.eye(N_GALLERY)[gt]
+    a = np.round(rng.normal(size=(N_QUERIES, N_GALLERY)) + signal, 1)
+    b = np.round(a + rng.normal(scale=0.7, size=a.shape) + 0.4 * signal, 1)
+    return a, b, gt
