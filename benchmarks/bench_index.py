@@ -4,13 +4,13 @@ A synthetic gallery (default 1,000,000 items of dimension 64, float32, clustered
 around 1,000 random centres with noise as large as the centres, as real embeddings
 cluster) is normalised by ``NearestNeighborNormalization(k=16)`` fitted on a bank of
 ``--bank`` queries from the same distribution. For each FAISS factory (default flat,
-IVF and HNSW), :class:`skqbnorm.index.NormalisedIndex` is built over the augmented
+IVF and HNSW), :class:`skqbnorm.index.NormalizedIndex` is built over the augmented
 gallery ``[g, -bias_g]``; the script prints a markdown table of its build time, the
 index size, queries per second over ``--queries`` queries searched in one call, and
-recall@10 against the exact ``normaliser.top_k`` (itself timed, as a row), then the
+recall@10 against the exact ``normalizer.top_k`` (itself timed, as a row), then the
 per-item costs that the README's "At scale" section extrapolates. IVF and HNSW are
-searched at half, one and twice ``NormalisedIndex``'s default ``nprobe`` /
-``ef_search``. ``--normaliser dis`` serves ``DynamicInvertedSoftmax`` instead (two stages:
+searched at half, one and twice ``NormalizedIndex``'s default ``nprobe`` /
+``ef_search``. ``--normalizer dis`` serves ``DynamicInvertedSoftmax`` instead (two stages:
 the raw search for the gate, then the augmented search).
 
 Every figure comes from this run, on this machine (timings are single runs: the
@@ -28,7 +28,7 @@ import faiss
 import numpy as np
 
 from skqbnorm import DynamicInvertedSoftmax, NearestNeighborNormalization
-from skqbnorm.index import NormalisedIndex
+from skqbnorm.index import NormalizedIndex
 
 from _timing import machine_description
 
@@ -69,10 +69,10 @@ def search_settings(factory, index):
     return [{name: default // 2}, {name: default}, {name: 2 * default}]
 
 
-def measure(normaliser, factory, queries, exact, args):
+def measure(normalizer, factory, queries, exact, args):
     """Table rows for one factory (one per search setting), and its (build s, bytes,
     search s at the defaults) per item or query."""
-    index = NormalisedIndex(normaliser, factory, train_size=args.train_size)
+    index = NormalizedIndex(normalizer, factory, train_size=args.train_size)
     _, build_seconds = timed(index.fit)
     size = index_mib(index.index_)
     rows, search_seconds = [], []
@@ -111,11 +111,11 @@ def main():
     print(f"data: gallery {gallery.shape}, bank {bank.shape}, queries {queries.shape}, float32, "
           f"generated in {seconds:.1f} s")
 
-    normaliser = (NearestNeighborNormalization(k=16) if args.normaliser == "nnn"
+    normalizer = (NearestNeighborNormalization(k=16) if args.normalizer == "nnn"
                   else DynamicInvertedSoftmax(k=16))
-    _, fit_seconds = timed(lambda: normaliser.fit(bank, gallery=gallery))
-    (exact, _), exact_seconds = timed(lambda: normaliser.top_k(queries=queries, k=args.k))
-    print(f"{type(normaliser).__name__} fit (bank statistics, {args.bank} x {args.gallery}): "
+    _, fit_seconds = timed(lambda: normalizer.fit(bank, gallery=gallery))
+    (exact, _), exact_seconds = timed(lambda: normalizer.top_k(queries=queries, k=args.k))
+    print(f"{type(normalizer).__name__} fit (bank statistics, {args.bank} x {args.gallery}): "
           f"{fit_seconds:.1f} s")
     print()
     print(f"| search | build (s) | index (MiB) | queries/s | recall@{args.k} |")
@@ -123,7 +123,7 @@ def main():
     print(f"| exact top_k | | | {args.queries / exact_seconds:,.0f} | 1.000 |")
     per_item = {}
     for factory in args.factories:
-        rows, per_item[factory] = measure(normaliser, factory, queries, exact, args)
+        rows, per_item[factory] = measure(normalizer, factory, queries, exact, args)
         print("\n".join(rows))
     print()
     print("Per gallery item (for the extrapolation):")

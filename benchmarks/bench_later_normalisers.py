@@ -37,7 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -47,7 +47,7 @@ from skqbnorm import (
     MutualProximity,
     NearestNeighborNormalization,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 
 from _timing import (
@@ -75,10 +75,10 @@ class Case:
     per_pass: bool = False  # Sinkhorn: divide by the number of passes, 2 * n_iter_
     reference: bool = False  # no target: shown for comparison
 
-    def fit(self, normaliser, bank, gallery_bank):
+    def fit(self, normalizer, bank, gallery_bank):
         if self.uses_gallery_bank:
-            return normaliser.fit(bank, **{self.gallery_bank_keyword: gallery_bank})
-        return normaliser.fit(bank)
+            return normalizer.fit(bank, **{self.gallery_bank_keyword: gallery_bank})
+        return normalizer.fit(bank)
 
     def units(self, fitted, n_bank, n_gallery_bank):
         """How many IS-fit equivalents (bank passes of M rows) one fit of ``fitted`` does."""
@@ -96,7 +96,7 @@ def cases(sinkhorn_iter):
              reference=True),
         Case("DynamicInvertedSoftmax (DIS)", lambda m: DynamicInvertedSoftmax(), "O(N)",
              reference=True),
-        Case("Centering(weight=0.5) (DN)", lambda m: Centering(weight=0.5), "O(N)"),
+        Case("Centering(alpha=0.5) (DN)", lambda m: Centering(alpha=0.5), "O(N)"),
         Case("NearestNeighborNormalization(k=256)",
              lambda m: NearestNeighborNormalization(k=min(256, m)), "O(kN)"),
         Case("QueryBankZNorm", lambda m: QueryBankZNorm(), "O(N)"),
@@ -107,11 +107,11 @@ def cases(sinkhorn_iter):
              uses_gallery_bank=True),
         Case("DualDynamicInvertedSoftmax, per bank row", lambda m: DualDynamicInvertedSoftmax(),
              "O(N)", uses_gallery_bank=True),
-        Case(f"SinkhornNormalisation(n_iter={sinkhorn_iter}), per pass",
-             lambda m: SinkhornNormalisation(n_iter=sinkhorn_iter, tol=0.0), "O(N + M)",
+        Case(f"SinkhornNormalization(n_iter={sinkhorn_iter}), per pass",
+             lambda m: SinkhornNormalization(n_iter=sinkhorn_iter, tol=0.0), "O(N + M)",
              per_pass=True),
-        Case(f"DualBankSinkhornNormalisation(n_iter={sinkhorn_iter}), per pass and column",
-             lambda m: DualBankSinkhornNormalisation(n_iter=sinkhorn_iter, tol=0.0),
+        Case(f"DualBankSinkhornNormalization(n_iter={sinkhorn_iter}), per pass and column",
+             lambda m: DualBankSinkhornNormalization(n_iter=sinkhorn_iter, tol=0.0),
              "O(N + M_g + M)", uses_gallery_bank=True, per_pass=True,
              gallery_bank_keyword="querybank_to_gallery_bank"),
         Case("DualSoftmax", lambda m: DualSoftmax(), "O(N)"),
@@ -131,8 +131,8 @@ def fit_peaks(case, bank, gallery_bank):
     """Peak extra memory of fit (MiB) over the memory-mapped banks: all rows, then half."""
     peaks = []
     for rows in (len(bank), len(bank) // 2):
-        normaliser = case.make(rows)
-        peaks.append(peak_mib(partial(case.fit, normaliser, bank[:rows], gallery_bank[:rows])))
+        normalizer = case.make(rows)
+        peaks.append(peak_mib(partial(case.fit, normalizer, bank[:rows], gallery_bank[:rows])))
     return peaks
 
 

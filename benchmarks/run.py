@@ -55,11 +55,11 @@ class ReferenceDIS:
         return self
 
     def transform(self, sims, dynamic=True):
-        normalised = np.exp(self.beta * sims) / self.denominator
+        normalized = np.exp(self.beta * sims) / self.denominator
         out = sims.copy()
         for q in range(len(sims)):
             if not dynamic or np.argmax(sims[q]) in self.activated:
-                out[q] = normalised[q]
+                out[q] = normalized[q]
         return out
 
 
@@ -130,9 +130,9 @@ def transform_against_subtract(size, rng, repeat):
     offsets = rng.standard_normal(queries.shape[1]).astype(np.float32)
     subtract = best_time(partial(np.subtract, queries, offsets), repeat)
     rows = []
-    for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
-        normaliser.fit(bank)
-        transform = best_time(partial(normaliser.transform, queries), repeat)
+    for name, normalizer in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
+        normalizer.fit(bank)
+        transform = best_time(partial(normalizer.transform, queries), repeat)
         rows.append((f"c. {name} transform, {queries.shape}", transform, "np.subtract(S, v)",
                      subtract,
                      transform / subtract, "<= 2x", transform / subtract <= 2, ""))
@@ -156,8 +156,8 @@ def fit_memory_over_memmap(size, rng, repeat):
         del on_disk
         mapped = np.load(path, mmap_mode="r")
         gib = mapped.nbytes / 2**30
-        for name, normaliser in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
-            memory = peak_mib(partial(normaliser.fit, mapped))
+        for name, normalizer in (("IS", InvertedSoftmax()), ("DIS", DynamicInvertedSoftmax())):
+            memory = peak_mib(partial(normalizer.fit, mapped))
             rows.append((f"d. {name} fit over a {gib:.1f} GiB memmap", memory, "(MiB, traced)",
                          512.0,
                          memory / 512, "<= 512 MiB", memory <= 512, "peak extra memory"))

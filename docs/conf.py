@@ -129,7 +129,7 @@ class CatalogueTable(Directive):
         rows = ["   * - ``--method``", "     - label", "     - class", "     - fitted on",
                 "     - capabilities"]
         for name, method in METHODS.items():
-            cls = method.normaliser
+            cls = method.normalizer
             declared = ", ".join(
                 f"{field.name}={getattr(cls.capabilities, field.name)!r}"
                 for field in fields(cls.capabilities)

@@ -35,7 +35,7 @@ from skqbnorm import (
     NearestNeighborNormalization,
     QueryBankGate,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm.datasets import load_wordnet_revdict
 from skqbnorm.metrics import QueryBankWarning, paired_comparison, querybank_diagnostics
@@ -67,16 +67,16 @@ for name, bank in banks.items():
 
 # %%
 # Every normaliser at its defaults, on every bank, against the raw similarities.
-normalisers = {
+normalizers = {
     "IS": InvertedSoftmax(),
     "DIS": DynamicInvertedSoftmax(),
     "CSLS": CSLS(),
-    "DN": Centering(weight=0.5),
+    "DN": Centering(alpha=0.5),
     "NNN": NearestNeighborNormalization(),
     "z-norm": QueryBankZNorm(),
     "MP (empiric)": MutualProximity(method="empiric"),
     "DualDIS": DualDynamicInvertedSoftmax(),
-    "SN": SinkhornNormalisation(),
+    "SN": SinkhornNormalization(),
     # NNN, applied only when the bank suits the queries (it reads their similarities at
     # fit, never their answers):
     "NNN (gated)": QueryBankGate(NearestNeighborNormalization()),
@@ -85,15 +85,15 @@ changes = {}
 for bank_name, bank in banks.items():
     bank_sims = bank @ gallery.T
     changes[bank_name] = {}
-    for name, normaliser in normalisers.items():
+    for name, normalizer in normalizers.items():
         extra = {"gallery_bank": gallery_bank_sims} if name == "DualDIS" else {}
-        if isinstance(normaliser, QueryBankGate):
+        if isinstance(normalizer, QueryBankGate):
             extra = {"queries": query_sims}
         # A closed gate says why it closed: expected here. (Sinkhorn converges on all
         # three banks at its defaults, within 59 iterations.)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", QueryBankWarning)
-            scores = normaliser.fit(bank_sims, **extra).transform(query_sims)
+            scores = normalizer.fit(bank_sims, **extra).transform(query_sims)
         comparison = paired_comparison(query_sims, scores, data.query_gt, k=1,
                                        n_resamples=2000, random_state=0)
         changes[bank_name][name] = comparison

@@ -70,7 +70,7 @@ from skqbnorm import (
     MutualProximity,
     NearestNeighborNormalization,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm.datasets import load_wordnet_revdict
 from skqbnorm.metrics import correct_item_ranks, make_retrieval_scorer, retrieval_metrics
@@ -98,14 +98,14 @@ STUDIES = {
     ),
     "DN (Centering)": (
         Centering,
-        grid(weight=[0.25, 0.5, 0.75, 1.0]),
-        [{"weight": 0.5}],
+        grid(alpha=[0.25, 0.5, 0.75, 1.0]),
+        [{"alpha": 0.5}],
         False,
     ),
     # SN by R@1 alone, for reference: its default (and DBSN's) is now chosen among the
     # settings that converge, by sinkhorn_defaults_study.py.
     "SN": (
-        SinkhornNormalisation,
+        SinkhornNormalization,
         grid(tau=[0.01, 0.02, 0.05, 0.1], n_iter=[1, 3, 10, 30]),
         [{"tau": 0.01, "n_iter": 10}],
         False,

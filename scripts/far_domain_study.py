@@ -42,7 +42,7 @@ from sklearn.base import clone
 from skqbnorm import (
     CSLS,
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -53,7 +53,7 @@ from skqbnorm import (
     NearestNeighborNormalization,
     QueryBankGate,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm.metrics import correct_item_ranks, paired_comparison, recall_at_k
 
@@ -62,21 +62,21 @@ from build_wordnet_revdict import sentence_encoder, shuffled_texts
 # Every normaliser of the study, with the package's defaults: edit here to change the
 # list or a setting. A normaliser whose capabilities declare a gallery bank is fitted
 # with the split's gallery bank, in the form it declares.
-NORMALISERS = {
+NORMALIZERS = {
     "IS": InvertedSoftmax(),
     "DIS": DynamicInvertedSoftmax(),
     "CSLS": CSLS(),
     "GC": GloballyCorrected(),
     "CENT": Centering(),
-    "DN": Centering(weight=0.5),
+    "DN": Centering(alpha=0.5),
     "NNN": NearestNeighborNormalization(),
     "z-norm": QueryBankZNorm(),
     "MP (Gaussian)": MutualProximity(method="gaussian"),
     "MP (empiric)": MutualProximity(method="empiric"),
     "DBNorm": DualInvertedSoftmax(),
     "DBNorm (dynamic)": DualDynamicInvertedSoftmax(),
-    "SN": SinkhornNormalisation(),
-    "DBSN": DualBankSinkhornNormalisation(),
+    "SN": SinkhornNormalization(),
+    "DBSN": DualBankSinkhornNormalization(),
     "DSL": DualSoftmax(),
     "gated DIS": QueryBankGate(DynamicInvertedSoftmax()),
     "gated NNN": QueryBankGate(NearestNeighborNormalization()),
@@ -135,21 +135,21 @@ def fitted(template, bank_sims, inputs, caught):
     the query similarities (QueryBankGate). A Sinkhorn fit's marginal error goes to
     ``caught`` too, as a float.
     """
-    normaliser = clone(template)
-    if isinstance(normaliser, QueryBankGate):
+    normalizer = clone(template)
+    if isinstance(normalizer, QueryBankGate):
         extra = {"queries": inputs["queries"]}
-    elif normaliser.capabilities.gallery_bank is not None:
-        key = normaliser.capabilities.gallery_bank  # "gallery_bank" or "querybank_to_gallery_bank"
+    elif normalizer.capabilities.gallery_bank is not None:
+        key = normalizer.capabilities.gallery_bank  # "gallery_bank" or "querybank_to_gallery_bank"
         extra = {key: inputs[key]}
     else:
         extra = {}
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        normaliser.fit(bank_sims, **extra)
+        normalizer.fit(bank_sims, **extra)
     caught.extend(str(record.message).split(":")[0] for record in records)
-    if hasattr(normaliser, "marginal_error_"):
-        caught.append(normaliser.marginal_error_)
-    return normaliser
+    if hasattr(normalizer, "marginal_error_"):
+        caught.append(normalizer.marginal_error_)
+    return normalizer
 
 
 def r1_change(query_sims, scores, truth, seed):
@@ -174,10 +174,10 @@ def r1_changes(pools, test, bank, far, n_gallery_bank, caught, seed=0):
         bank_sims = bank_embeddings.astype(np.float32) @ gallery.T
         inputs = {"gallery_bank": gallery_bank_sims, "queries": query_sims,
                   "querybank_to_gallery_bank": bank_embeddings.astype(np.float32) @ gallery_bank.T}
-        for name, template in NORMALISERS.items():
-            normaliser = fitted(template, bank_sims, inputs,
+        for name, template in NORMALIZERS.items():
+            normalizer = fitted(template, bank_sims, inputs,
                                 caught.setdefault((bank_name, name), []))
-            changes[bank_name, name] = r1_change(query_sims, normaliser.transform(query_sims), truth, seed)
+            changes[bank_name, name] = r1_change(query_sims, normalizer.transform(query_sims), truth, seed)
     fit_on = {"test queries": query_sims, "gallery bank": gallery_bank_sims}
     for name, (source, template) in SINGLE_FIT.items():
         scores = clone(template).fit(fit_on[source]).transform(query_sims)
@@ -188,7 +188,7 @@ def r1_changes(pools, test, bank, far, n_gallery_bank, caught, seed=0):
 def settings():
     """Each normaliser's hyperparameters, as run (the defaults may change)."""
     lines = []
-    for name, template in {**NORMALISERS, **{n: t for n, (_, t) in SINGLE_FIT.items()}}.items():
+    for name, template in {**NORMALIZERS, **{n: t for n, (_, t) in SINGLE_FIT.items()}}.items():
         params = {key: value for key, value in template.get_params().items()
                   if key not in ("metric", "working_memory", "n_jobs")}
         lines.append(f"  {name}: {type(template).__name__}"
@@ -218,7 +218,7 @@ def markdown_table(changes, n_splits):
         header += [f"{bank_name} mean +- std", f"{bank_name} min / max",
                    f"{bank_name} below raw"]
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(["---"] * len(header)) + " |"]
-    for name in [*NORMALISERS, *SINGLE_FIT]:
+    for name in [*NORMALIZERS, *SINGLE_FIT]:
         source = SINGLE_FIT[name][0] if name in SINGLE_FIT else None
         cells = [name + (" \\*" if source else "")]
         for bank_name in BANKS:

@@ -41,7 +41,7 @@ from skqbnorm import DynamicInvertedSoftmax, NearestNeighborNormalization
 from skqbnorm.metrics import paired_comparison, querybank_diagnostics
 from skqbnorm.metrics._querybank import nearest_bank_similarity
 
-NORMALISERS = {"DIS": DynamicInvertedSoftmax(), "NNN": NearestNeighborNormalization()}
+NORMALIZERS = {"DIS": DynamicInvertedSoftmax(), "NNN": NearestNeighborNormalization()}
 GATES = ("none", "NN 5%", "NN 1%", "NN 10%", "top-1 range", "diagnostic: out of domain",
          "diagnostic: top-1 KS", "diagnostic + NN 5%")
 N_RESAMPLES = 2000
@@ -95,9 +95,9 @@ def split_changes(pools, test, bank_rows, far, split):
     for bank_name, bank in banks.items():
         bank = bank.astype(np.float32)
         masks = gate_masks(bank, queries, gallery)
-        for name, template in NORMALISERS.items():
-            normaliser = clone(template).fit(bank @ gallery.T)
-            scores = normaliser.transform(raw)
+        for name, template in NORMALIZERS.items():
+            normalizer = clone(template).fit(bank @ gallery.T)
+            scores = normalizer.transform(raw)
             for gate, mask in masks.items():
                 final = gated(scores, raw, mask)
                 comparison = paired_comparison(raw, final, truth, k=(1,),
@@ -111,7 +111,7 @@ def split_changes(pools, test, bank_rows, far, split):
 def summary_rows(results, n_splits):
     """One row per method and gate: far-domain and in-domain figures, and the target."""
     rows = []
-    for name in NORMALISERS:
+    for name in NORMALIZERS:
         ungated_gain = np.mean([change for change, *_ in results["in-domain", name, "none"]])
         for gate in GATES:
             # Changes are multiples of 100 / n_test: round off the float noise of the

@@ -63,7 +63,7 @@ EQUIVALENT_FILE = REPO / "scripts" / "mutation_equivalent.txt"
 #: ``{stem}``, the module's name without its underscore (``_sinkhorn`` -> ``sinkhorn``);
 #: missing files are skipped. Fast files only (no notebooks, benchmarks, sweeps,
 #: hypothesis properties or estimator checks).
-NORMALISER_TESTS = [
+NORMALIZER_TESTS = [
     "tests/normalizers/test_{stem}.py",
     "tests/normalizers/test_base.py",
     "tests/normalizers/test_softmax.py",
@@ -96,7 +96,7 @@ TEST_RULES = [
         [
             "tests/test_core.py",
             "tests/test_top_k_reducers.py",
-            *NORMALISER_TESTS,
+            *NORMALIZER_TESTS,
             *COLUMN_STATISTICS_TESTS,
             "tests/metrics/test_retrieval.py",
             "tests/metrics/test_hubness.py",
@@ -105,20 +105,20 @@ TEST_RULES = [
     ),
     (
         "skqbnorm/_ranks.py",
-        ["tests/test_ranks.py", *NORMALISER_TESTS, *COLUMN_STATISTICS_TESTS],
+        ["tests/test_ranks.py", *NORMALIZER_TESTS, *COLUMN_STATISTICS_TESTS],
     ),
-    ("skqbnorm/_validation.py", [*METRIC_TESTS, *NORMALISER_TESTS]),
-    ("skqbnorm/normalisers/_base.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
+    ("skqbnorm/_validation.py", [*METRIC_TESTS, *NORMALIZER_TESTS]),
+    ("skqbnorm/normalizers/_base.py", [*NORMALIZER_TESTS, "tests/test_dask.py"]),
     # The base's serving half (transform, scores, top_k).
-    ("skqbnorm/normalisers/_serving.py", [*NORMALISER_TESTS, "tests/test_dask.py"]),
-    ("skqbnorm/normalisers/_top_k.py", [*NORMALISER_TESTS, "tests/test_top_k_reducers.py"]),
-    ("skqbnorm/normalisers/_mutual_proximity.py", COLUMN_STATISTICS_TESTS),
-    ("skqbnorm/normalisers/_nnn.py", COLUMN_STATISTICS_TESTS),
+    ("skqbnorm/normalizers/_serving.py", [*NORMALIZER_TESTS, "tests/test_dask.py"]),
+    ("skqbnorm/normalizers/_top_k.py", [*NORMALIZER_TESTS, "tests/test_top_k_reducers.py"]),
+    ("skqbnorm/normalizers/_mutual_proximity.py", COLUMN_STATISTICS_TESTS),
+    ("skqbnorm/normalizers/_nnn.py", COLUMN_STATISTICS_TESTS),
     # Used by DBNorm and Sinkhorn (gallery banks), tested through them.
     (
-        "skqbnorm/normalisers/_gallery_bank.py",
+        "skqbnorm/normalizers/_gallery_bank.py",
         [
-            *NORMALISER_TESTS,
+            *NORMALIZER_TESTS,
             "tests/normalizers/test_dbnorm.py",
             "tests/normalizers/test_sinkhorn.py",
             "tests/normalizers/test_dual_softmax.py",
@@ -128,11 +128,11 @@ TEST_RULES = [
     # The gate and the index, by their own tests and the seams' (fitted with a gallery
     # bank, unfitted, closed, wrapping DBSN, served by an index).
     (
-        "skqbnorm/normalisers/_querybank_gate.py",
+        "skqbnorm/normalizers/_querybank_gate.py",
         ["tests/normalizers/test_querybank_gate.py", "tests/test_index_seams.py"],
     ),
     ("skqbnorm/index.py", ["tests/test_index.py", "tests/test_index_seams.py"]),
-    ("skqbnorm/normalisers/_*.py", NORMALISER_TESTS),
+    ("skqbnorm/normalizers/_*.py", NORMALIZER_TESTS),
     ("skqbnorm/metrics/_ranking.py", [*METRIC_TESTS, *RERANKER_TESTS]),
     ("skqbnorm/metrics/_scorers.py", [*METRIC_TESTS, "tests/test_model_selection.py"]),
     ("skqbnorm/metrics/_*.py", METRIC_TESTS),

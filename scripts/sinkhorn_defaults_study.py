@@ -59,7 +59,7 @@ from defaults_study import N_FOLDS, SHUFFLES, Report, describe, fold_indices
 from scipy import stats
 from sklearn.exceptions import ConvergenceWarning
 
-from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
+from skqbnorm import DualBankSinkhornNormalization, SinkhornNormalization
 from skqbnorm.datasets import load_wordnet_revdict
 from skqbnorm.metrics import paired_comparison, retrieval_metrics
 
@@ -69,7 +69,7 @@ TOL = 1e-2
 MARGIN = 0.75  # a candidate's fits all converge within MARGIN * n_iter iterations
 OLD_DEFAULT = {"tau": 0.02, "n_iter": 30}
 PUBLISHED = {"tau": 0.01, "n_iter": 10}
-CLASSES = {"SN": SinkhornNormalisation, "DBSN": DualBankSinkhornNormalisation}
+CLASSES = {"SN": SinkhornNormalization, "DBSN": DualBankSinkhornNormalization}
 N_RESAMPLES = 10_000
 
 

@@ -4,10 +4,10 @@ Querybank normalisers (transformers over query-by-gallery similarity matrices) a
 Bayesian rerankers (estimators that refine an initial ranking by visual consistency).
 """
 
-from .normalisers import (
+from .normalizers import (
     CSLS,
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -18,7 +18,7 @@ from .normalisers import (
     NearestNeighborNormalization,
     QueryBankGate,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from .rerankers import (
     DiffusionReranker,
@@ -31,15 +31,16 @@ from .rerankers import (
     RerankerCV,
 )
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"
 
 from ._compare import compare  # after the estimators: it reads the catalogue of them
+from ._validation import renamed_names
 
 __all__ = [
     "CSLS",
     "Centering",
     "DiffusionReranker",
-    "DualBankSinkhornNormalisation",
+    "DualBankSinkhornNormalization",
     "DualDynamicInvertedSoftmax",
     "DualInvertedSoftmax",
     "DualSoftmax",
@@ -57,7 +58,12 @@ __all__ = [
     "QueryExpansionReranker",
     "RandomWalkReranker",
     "RerankerCV",
-    "SinkhornNormalisation",
+    "SinkhornNormalization",
     "__version__",
     "compare",
 ]
+
+__getattr__ = renamed_names(__name__, {
+    "SinkhornNormalisation": "SinkhornNormalization",
+    "DualBankSinkhornNormalisation": "DualBankSinkhornNormalization",
+})

@@ -63,15 +63,15 @@ def _merge(reducers, others=None):
     return reducers
 
 
-def transform_dask(normaliser, sims, needs_whole_rows):
+def transform_dask(normalizer, sims, needs_whole_rows):
     """A lazy transform of a dask array, chunked like its input."""
     sims = as_float(sims)
     whole = sims.rechunk({1: -1}) if needs_whole_rows and sims.numblocks[1] > 1 else sims
-    scores = whole.map_blocks(_score_block, normaliser, dtype=sims.dtype)
+    scores = whole.map_blocks(_score_block, normalizer, dtype=sims.dtype)
     return scores.rechunk(sims.chunks) if whole is not sims else scores
 
 
-def _score_block(block, normaliser, block_info=None):
+def _score_block(block, normalizer, block_info=None):
     rows, columns = (slice(*location) for location in block_info[0]["array-location"])
     # Blocks hold whole rows wherever the method needs them (see transform_dask).
-    return normaliser._checked_scores(block, columns, None, rows)
+    return normalizer._checked_scores(block, columns, None, rows)

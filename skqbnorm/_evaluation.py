@@ -25,12 +25,12 @@ from .catalogue import (
     Settings,
     describe,
     gated,
-    make_normaliser,
+    make_normalizer,
 )
 from .metrics import QueryBankWarning, hubness, querybank_diagnostics
 from .metrics._paired import compare_outcomes, metric_names, query_outcomes
 from .metrics._retrieval import metrics_of_ranks
-from .normalisers import QueryBankGate, SinkhornNormalisation
+from .normalizers import QueryBankGate, SinkhornNormalization
 
 COLUMNS = ("R@1", "R@5", "R@10", "MdR", "MnR", "skewness")
 #: The R@K cut-offs of the changes against raw similarities, and their interval's coverage.
@@ -128,7 +128,7 @@ def plan_methods(requested, settings, n_bank, n_gallery, given_inputs, *, everyt
     runnable = []
     for method in requested:
         spec = METHODS[method]
-        if spec.data in NO_BANK or spec.normaliser is None:
+        if spec.data in NO_BANK or spec.normalizer is None:
             runnable.append(method)
             continue
         if n_bank is None:
@@ -137,8 +137,8 @@ def plan_methods(requested, settings, n_bank, n_gallery, given_inputs, *, everyt
                                  f"give {'--bank-sims' if words is CLI_WORDS else 'bank_sims'}.")
             tell("skipped", f"{spec.label}: it needs a querybank.")
             continue
-        normaliser = make_normaliser(method, settings)
-        label = describe(method, normaliser)
+        normalizer = make_normalizer(method, settings)
+        label = describe(method, normalizer)
         if spec.data == "both banks" and spec.gallery_bank_input not in given_inputs:
             alone = METHODS[spec.single_bank].label
             option = words.inputs[spec.gallery_bank_input]
@@ -150,7 +150,7 @@ def plan_methods(requested, settings, n_bank, n_gallery, given_inputs, *, everyt
                             f"{alone}).")
             continue
         try:
-            gated(normaliser)._check_sizes(n_bank, n_gallery)
+            gated(normalizer)._check_sizes(n_bank, n_gallery)
         except ValueError as error:
             reason = f"{label}: {error}"
             k_option = words.setting("k")
@@ -195,23 +195,23 @@ def check_gallery_banks_used(requested, given_inputs, words):
 # -- scoring ----------------------------------------------------------------------------
 
 
-def scores_of(method, normaliser, query_sims, bank_sims, gallery_bank):
+def scores_of(method, normalizer, query_sims, bank_sims, gallery_bank):
     """The normalised scores of ``query_sims``, fitted on what the method uses."""
     data = METHODS[method].data
     if data == "nothing":
         return query_sims
     if data == "test queries":
-        return normaliser.fit_transform(query_sims)
+        return normalizer.fit_transform(query_sims)
     if data == "gated querybank":
-        return normaliser.fit(bank_sims, queries=query_sims).transform(query_sims)
+        return normalizer.fit(bank_sims, queries=query_sims).transform(query_sims)
     extra = {}
     if data == "both banks":
         key = METHODS[method].gallery_bank_input
         extra = {key: gallery_bank[key]}
-    return normaliser.fit(bank_sims, **extra).transform(query_sims)
+    return normalizer.fit(bank_sims, **extra).transform(query_sims)
 
 
-def scores_with_notes(method, normaliser, inputs, where, words, tell):
+def scores_with_notes(method, normalizer, inputs, where, words, tell):
     """:func:`scores_of`, a ConvergenceWarning told as one ``"converge"`` note.
 
     Other warnings pass on unchanged (the gate's QueryBankWarning is told once per
@@ -220,34 +220,34 @@ def scores_with_notes(method, normaliser, inputs, where, words, tell):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ConvergenceWarning)
         warnings.simplefilter("always", QueryBankWarning)
-        scores = scores_of(method, normaliser, *inputs)
-    if isinstance(normaliser, QueryBankGate) and not normaliser.open_:
-        gap = normaliser.diagnostics_.top1_ks
+        scores = scores_of(method, normalizer, *inputs)
+    if isinstance(normalizer, QueryBankGate) and not normalizer.open_:
+        gap = normalizer.diagnostics_.top1_ks
         tell("note", f"{where}: the querybank looks out of domain for these queries (top-1 "
                      f"KS distance {gap:.3f}): the gate left them raw.")
     for warning in caught:
         if issubclass(warning.category, QueryBankWarning):
             continue
         if issubclass(warning.category, ConvergenceWarning):
-            tell("converge", f"{where}: {not_converged(normaliser, warning, words.command)}")
+            tell("converge", f"{where}: {not_converged(normalizer, warning, words.command)}")
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename,
                                    warning.lineno, source=warning.source)
     return scores
 
 
-def not_converged(normaliser, warning, command):
-    """What a ConvergenceWarning of ``normaliser`` means for its scores.
+def not_converged(normalizer, warning, command):
+    """What a ConvergenceWarning of ``normalizer`` means for its scores.
 
     SN's in the command line's terms (``command`` "evaluate") or the class's; any
     other's in its own words.
     """
-    if not isinstance(normaliser, SinkhornNormalisation):
+    if not isinstance(normalizer, SinkhornNormalization):
         return " ".join(str(warning.message).split())
     options = "--n-iter or --tau" if command == "evaluate" else "n_iter or tau"
     return (
-        f"did not converge in n_iter={normaliser.n_iter_} iterations (the plan's marginals "
-        f"are off by up to {normaliser.marginal_error_:.3g}, tol={normaliser.tol:g}); its "
+        f"did not converge in n_iter={normalizer.n_iter_} iterations (the plan's marginals "
+        f"are off by up to {normalizer.marginal_error_:.3g}, tol={normalizer.tol:g}); its "
         f"scores are those of the last iteration. A larger {options} converges further."
     )
 
@@ -294,12 +294,12 @@ def method_rows(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, galler
     rows, scores = [], None
     for method in methods:
         start = time.perf_counter()
-        normaliser = make_normaliser(method, settings)
+        normalizer = make_normalizer(method, settings)
         row = {} if bank_name is None else {
             "bank": NO_BANK.get(METHODS[method].data, bank_name)}
-        row["method"] = describe(method, normaliser)
+        row["method"] = describe(method, normalizer)
         where = " ".join(row.values())
-        scores = scores_with_notes(method, normaliser, (query_sims, bank_sims, gallery_bank),
+        scores = scores_with_notes(method, normalizer, (query_sims, bank_sims, gallery_bank),
                                    where, words, tell)
         outcomes = query_outcomes(scores, gt, CHANGE_KS)  # the ranks, once for both
         row.update(metrics_of_ranks(outcomes.ranks))
@@ -335,7 +335,7 @@ def diagonal_gt(shape, where):
 
 def querybank_report(query_sims, bank_sims, settings=DEFAULTS, warn=False):
     """The querybank diagnostics at DIS's k (the gallery's size if smaller)."""
-    k = min(make_normaliser("dis", settings).k, query_sims.shape[1])
+    k = min(make_normalizer("dis", settings).k, query_sims.shape[1])
     return querybank_diagnostics(bank_sims, query_sims, k=k, warn=warn)
 
 

@@ -29,6 +29,20 @@ _LIBRARY_DIRS = tuple(
 ) + (os.path.abspath(threading.__file__),)
 
 
+def renamed_names(module_name, renames):
+    """A module ``__getattr__`` that serves each old name of ``renames`` (old -> new) as
+    the new one, with a FutureWarning: the names respelt in 1.0, kept until 1.1."""
+
+    def __getattr__(name):
+        if name not in renames:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        warnings.warn(f"{module_name}.{name} was renamed {renames[name]} in skqbnorm 1.0; the "
+                      "old name will be removed in 1.1.", FutureWarning, stacklevel=2)
+        return getattr(sys.modules[module_name], renames[name])
+
+    return __getattr__
+
+
 def warn_caller(message, category):
     """``warnings.warn``, attributed to the first caller outside skqbnorm, scikit-learn and joblib.
 

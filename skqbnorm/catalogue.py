@@ -2,7 +2,7 @@
 
 The command line's ``--method`` names, the demo's rows and their labels are read
 from :data:`METHODS`; a method is one entry here. A new normaliser is one class
-(declaring its :class:`~skqbnorm.normalisers.Capabilities`) and one
+(declaring its :class:`~skqbnorm.normalizers.Capabilities`) and one
 :func:`register` call::
 
     from skqbnorm.catalogue import Method, register
@@ -10,7 +10,7 @@ from :data:`METHODS`; a method is one entry here. A new normaliser is one class
     register("mine", Method("Mine", "my normaliser", MyNormaliser, ("k",)))
 
 after which the command line, ``compare``, the index (through the class's declared
-capabilities) and the tests that read :func:`normalisers` pick it up. Names are
+capabilities) and the tests that read :func:`normalizers` pick it up. Names are
 looked up case-insensitively (:func:`get_method`). The rerankers are listed
 apart, in :data:`RERANKERS`.
 """
@@ -20,11 +20,12 @@ from collections import namedtuple
 from dataclasses import fields
 from typing import NamedTuple
 
-from .normalisers import (
+from ._validation import renamed_names
+from .normalizers import (
     CSLS,
     Capabilities,
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -35,7 +36,7 @@ from .normalisers import (
     NearestNeighborNormalization,
     QueryBankGate,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from .rerankers import (
     DiffusionReranker,
@@ -53,9 +54,9 @@ __all__ = [
     "Method",
     "Settings",
     "get_method",
-    "make_normaliser",
+    "make_normalizer",
     "method_names",
-    "normalisers",
+    "normalizers",
     "register",
     "rerankers",
     "unregister",
@@ -82,7 +83,7 @@ class Method(NamedTuple):
 
     label: str
     summary: str
-    normaliser: type = None
+    normalizer: type = None
     options: tuple = ()
     fixed: tuple = ()
     data: str = "querybank"
@@ -108,7 +109,7 @@ METHODS = {
     "gc": Method("GC", "globally corrected ranks", GloballyCorrected),
     "cent": Method("CENT", "centering, less the querybank's mean similarity", Centering),
     "dn": Method("DN", "distribution normalisation, less half that mean", Centering,
-                 fixed=(("weight", 0.5),)),
+                 fixed=(("alpha", 0.5),)),
     "nnn": Method("NNN", "nearest neighbor normalization", NearestNeighborNormalization,
                   ("k", "alpha")),
     "dis-gated": Method("gated DIS", "DIS, left raw when the querybank looks out of "
@@ -128,9 +129,9 @@ METHODS = {
     "dbnorm-dynamic": Method("DBNorm (dynamic)", "DBNorm with DIS's gate, needs "
                              "--gallery-bank-sims", DualDynamicInvertedSoftmax,
                              ("beta1", "beta2", "k"), data="both banks", single_bank="dis"),
-    "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalisation, ("tau", "n_iter")),
+    "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalization, ("tau", "n_iter")),
     "dbsn": Method("DBSN", "dual-bank Sinkhorn normalisation, needs --bank-gallery-bank-sims",
-                   DualBankSinkhornNormalisation, ("tau", "n_iter"), data="both banks",
+                   DualBankSinkhornNormalization, ("tau", "n_iter"), data="both banks",
                    single_bank="sn", gallery_bank_input="querybank_to_gallery_bank"),
     "dsl": Method("DSL", "dual softmax over the querybank", DualSoftmax, ("temperature",)),
     "dsl-transductive": Method(
@@ -160,8 +161,8 @@ def register(name, method, *, replace=False):
     name : str
         The method's name, as ``--method`` takes it (any case).
     method : Method
-        Its entry. ``method.normaliser`` must be a class that declares its
-        :class:`~skqbnorm.normalisers.Capabilities`; a dual-bank class
+        Its entry. ``method.normalizer`` must be a class that declares its
+        :class:`~skqbnorm.normalizers.Capabilities`; a dual-bank class
         (``capabilities.gallery_bank``) needs ``data="both banks"`` and the
         matching ``gallery_bank_input``.
     replace : bool, default=False
@@ -177,7 +178,7 @@ def register(name, method, *, replace=False):
     >>> from skqbnorm import Centering
     >>> from skqbnorm.catalogue import Method, get_method, register, unregister
     >>> entry = register("Quarter", Method("quarter", "a quarter of the mean", Centering,
-    ...                                    fixed=(("weight", 0.25),)))
+    ...                                    fixed=(("alpha", 0.25),)))
     >>> get_method("QUARTER") is entry
     True
     >>> unregister("quarter").label
@@ -192,25 +193,25 @@ def register(name, method, *, replace=False):
         raise ValueError(f"A method named {key!r} is registered already; pass replace=True to replace it.")
     if method.data not in DATA:
         raise ValueError(f"Method.data must be one of {DATA}; got {method.data!r}.")
-    if method.normaliser is None:
+    if method.normalizer is None:
         if method.data != "nothing":
             raise ValueError(f"A method without a normaliser has data='nothing'; got {method.data!r}.")
     else:
-        capabilities = _capabilities(method.normaliser)
+        capabilities = _capabilities(method.normalizer)
         takes_bank = capabilities.gallery_bank is not None
         if takes_bank != (method.data == "both banks") or (
             takes_bank and method.gallery_bank_input != capabilities.gallery_bank
         ):
             raise ValueError(
-                f"{method.normaliser.__name__} declares gallery_bank={capabilities.gallery_bank!r}, "
+                f"{method.normalizer.__name__} declares gallery_bank={capabilities.gallery_bank!r}, "
                 f"but the method has data={method.data!r} and gallery_bank_input="
                 f"{method.gallery_bank_input!r}: a dual-bank normaliser has data='both banks' "
                 "and its declared input."
             )
-        parameters = inspect.signature(method.normaliser).parameters
+        parameters = inspect.signature(method.normalizer).parameters
         unknown = [n for n in (*method.options, *dict(method.fixed)) if n not in parameters]
         if unknown:
-            raise ValueError(f"{method.normaliser.__name__} has no parameters {unknown}.")
+            raise ValueError(f"{method.normalizer.__name__} has no parameters {unknown}.")
         unknown = [n for n in method.options if n not in Settings._fields]
         if unknown:
             raise ValueError(f"Method.options must be among the settings {Settings._fields}; got {unknown}.")
@@ -231,7 +232,7 @@ def get_method(name):
     Examples
     --------
     >>> from skqbnorm.catalogue import get_method
-    >>> get_method("CSLS").normaliser.__name__
+    >>> get_method("CSLS").normalizer.__name__
     'CSLS'
     """
     return METHODS[_key(name)]
@@ -242,14 +243,14 @@ def method_names():
     return list(METHODS)
 
 
-def normalisers(**capabilities):
+def normalizers(**capabilities):
     """The normaliser classes of the registered methods whose capabilities match.
 
     Parameters
     ----------
     **capabilities
-        Fields of :class:`~skqbnorm.normalisers.Capabilities` and the values
-        wanted, e.g. ``normalisers(bias_form=True)`` or ``normalisers(index=None)``.
+        Fields of :class:`~skqbnorm.normalizers.Capabilities` and the values
+        wanted, e.g. ``normalizers(bias_form=True)`` or ``normalizers(index=None)``.
 
     Returns
     -------
@@ -258,10 +259,10 @@ def normalisers(**capabilities):
 
     Examples
     --------
-    >>> from skqbnorm.catalogue import normalisers
-    >>> [cls.__name__ for cls in normalisers(gallery_bank="querybank_to_gallery_bank")]
-    ['DualBankSinkhornNormalisation']
-    >>> [cls.__name__ for cls in normalisers(transductive=True)]
+    >>> from skqbnorm.catalogue import normalizers
+    >>> [cls.__name__ for cls in normalizers(gallery_bank="querybank_to_gallery_bank")]
+    ['DualBankSinkhornNormalization']
+    >>> [cls.__name__ for cls in normalizers(transductive=True)]
     ['DualSoftmax']
     """
     known = {field.name for field in fields(Capabilities)}
@@ -270,7 +271,7 @@ def normalisers(**capabilities):
         raise ValueError(f"Unknown capabilities {unknown}; they are {sorted(known)}.")
     found = []
     for method in METHODS.values():
-        cls = method.normaliser
+        cls = method.normalizer
         if cls is None or cls in found:
             continue
         declared = _capabilities(cls)
@@ -305,31 +306,31 @@ def _capabilities(cls):
 NO_BANK = {"nothing": "(none)", "test queries": "(test queries)"}
 
 
-def make_normaliser(method, settings=DEFAULTS):
+def make_normalizer(method, settings=DEFAULTS):
     """The normaliser a method name stands for (None for raw similarities).
 
     A setting left at None keeps the class default.
     """
     spec = METHODS[method]
-    if spec.normaliser is None:
+    if spec.normalizer is None:
         return None
     given = {name: getattr(settings, name) for name in spec.options
              if getattr(settings, name) is not None}
-    normaliser = spec.normaliser(**dict(spec.fixed), **given)
-    return QueryBankGate(normaliser) if spec.data == "gated querybank" else normaliser
+    normalizer = spec.normalizer(**dict(spec.fixed), **given)
+    return QueryBankGate(normalizer) if spec.data == "gated querybank" else normalizer
 
 
-def gated(normaliser):
+def gated(normalizer):
     """The normaliser a :class:`QueryBankGate` wraps, or the normaliser itself."""
-    return normaliser.normaliser if isinstance(normaliser, QueryBankGate) else normaliser
+    return normalizer.normalizer if isinstance(normalizer, QueryBankGate) else normalizer
 
 
-def describe(method, normaliser):
+def describe(method, normalizer):
     """The method's label with the values of its settable parameters."""
     spec = METHODS[method]
-    if normaliser is None or not spec.options:
+    if normalizer is None or not spec.options:
         return spec.label
-    params = gated(normaliser).get_params()
+    params = gated(normalizer).get_params()
     values = ", ".join(f"{n}={params[n]:g}" for n in spec.options)
     if spec.label.endswith(")"):  # "DBNorm (dynamic)" -> "DBNorm (dynamic; beta1=...)"
         return f"{spec.label[:-1]}; {values})"
@@ -338,4 +339,7 @@ def describe(method, normaliser):
 
 def class_default(method, name):
     """The default of parameter ``name`` of the normaliser ``method`` stands for."""
-    return inspect.signature(METHODS[method].normaliser).parameters[name].default
+    return inspect.signature(METHODS[method].normalizer).parameters[name].default
+
+__getattr__ = renamed_names(__name__, {"normalisers": "normalizers",
+                                       "make_normaliser": "make_normalizer"})

@@ -2,10 +2,10 @@
 
 A normaliser whose capabilities declare ``index="bias"`` (IS, DIS, CSLS, NNN,
 Centering, DBNorm, SN) ranks a row as ``s(q, g) - bias_g``, a maximum-inner-product
-search over augmented vectors (see :class:`~skqbnorm.normalisers._bias.BiasFormMixin`);
+search over augmented vectors (see :class:`~skqbnorm.normalizers._bias.BiasFormMixin`);
 one that declares ``index="rerank"`` is served by reranking the candidates of a raw
 search with its exact scores. The index asks each normaliser only through the public
-serving protocol of ``skqbnorm/normalisers/_serving.py``: it tests no normaliser
+serving protocol of ``skqbnorm/normalizers/_serving.py``: it tests no normaliser
 class and calls no private method. FAISS is imported only when an index is built,
 so skqbnorm does not need it otherwise.
 """
@@ -20,10 +20,12 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import NotBool
-from .normalisers._serving import best_k, take_rows
+from ._validation import NotBool, renamed_names
+from .normalizers._serving import best_k, take_rows
 
-__all__ = ["NormalisedIndex"]
+__all__ = ["NormalizedIndex"]
+
+__getattr__ = renamed_names(__name__, {"NormalisedIndex": "NormalizedIndex"})
 
 # Elements (float64) of the blocks that exact scoring gathers: 16 MiB.
 _BLOCK_ELEMENTS = 1 << 21
@@ -43,16 +45,16 @@ def import_faiss():
     return faiss
 
 
-class NormalisedIndex(BaseEstimator):
+class NormalizedIndex(BaseEstimator):
     """Top-k retrieval under a querybank normaliser, served by a FAISS index.
 
     A bias-form normaliser (:class:`~skqbnorm.InvertedSoftmax`, :class:`~skqbnorm.CSLS`,
     :class:`~skqbnorm.NearestNeighborNormalization`, :class:`~skqbnorm.Centering`,
-    :class:`~skqbnorm.DualInvertedSoftmax`, :class:`~skqbnorm.SinkhornNormalisation`
+    :class:`~skqbnorm.DualInvertedSoftmax`, :class:`~skqbnorm.SinkhornNormalization`
     and the gated :class:`~skqbnorm.DynamicInvertedSoftmax` and
     :class:`~skqbnorm.DualDynamicInvertedSoftmax`) ranks a row as ``s(q, g) - bias_g``
     = ``<[q, 1], [g, -bias_g]>``: the index holds the augmented gallery
-    (``normaliser.augmented_gallery()``) and answers a maximum-inner-product search.
+    (``normalizer.augmented_gallery()``) and answers a maximum-inner-product search.
     The gated normalisers take two stages: a raw search (queries ``[q, 0]``) for each
     query's top-1, which opens or closes its gates, then the augmented search for the
     queries that a gate normalises. :class:`~skqbnorm.CSLS` also searches the raw top
@@ -76,14 +78,14 @@ class NormalisedIndex(BaseEstimator):
     raw search comes back short (an IVF index with a small ``nprobe``), they come from
     the items it found (``r_G(q)`` is their mean), and a query whose raw search finds
     nothing is left raw by a gate. With a
-    ``"Flat"`` index the results are ``normaliser.top_k(queries=...)``'s, ties and
+    ``"Flat"`` index the results are ``normalizer.top_k(queries=...)``'s, ties and
     float32 rounding of the index aside.
 
     Parameters
     ----------
-    normaliser : QueryBankNormaliser or QueryBankGate
+    normalizer : QueryBankNormalizer or QueryBankGate
         A normaliser fitted in embedding mode (``fit(bank, gallery=G)``), of which
-        :meth:`fit`, given no data, keeps a copy (a later refit of ``normaliser``
+        :meth:`fit`, given no data, keeps a copy (a later refit of ``normalizer``
         leaves the index as it was built); otherwise a clone of it is fitted. A
         fitted :class:`~skqbnorm.QueryBankGate` is served by what it serves with:
         its normaliser when open, the raw similarities when closed.
@@ -118,7 +120,7 @@ class NormalisedIndex(BaseEstimator):
 
     Attributes
     ----------
-    normaliser_ : QueryBankNormaliser
+    normalizer_ : QueryBankNormalizer
         The fitted normaliser whose scores are served: the index's own copy.
     index_ : faiss.Index
         The FAISS index over the (augmented) gallery.
@@ -138,20 +140,20 @@ class NormalisedIndex(BaseEstimator):
     --------
     >>> import numpy as np
     >>> from skqbnorm import NearestNeighborNormalization
-    >>> from skqbnorm.index import NormalisedIndex
+    >>> from skqbnorm.index import NormalizedIndex
     >>> rng = np.random.default_rng(0)
     >>> bank, gallery = rng.normal(size=(200, 16)), rng.normal(size=(1000, 16))
     >>> queries = rng.normal(size=(5, 16))
-    >>> normaliser = NearestNeighborNormalization(k=8).fit(bank, gallery=gallery)
-    >>> index = NormalisedIndex(normaliser, "Flat").fit()
+    >>> normalizer = NearestNeighborNormalization(k=8).fit(bank, gallery=gallery)
+    >>> index = NormalizedIndex(normalizer, "Flat").fit()
     >>> indices, scores = index.search(queries, k=3)
-    >>> exact_indices, exact_scores = normaliser.top_k(queries=queries, k=3)
+    >>> exact_indices, exact_scores = normalizer.top_k(queries=queries, k=3)
     >>> bool((indices == exact_indices).all()), bool(np.allclose(scores, exact_scores))
     (True, True)
     """
 
     _parameter_constraints: dict = {
-        "normaliser": [HasMethods(["fit", "transform", "top_k"])],
+        "normalizer": [HasMethods(["fit", "transform", "top_k"])],
         "factory": [str],
         "n_candidates": [NotBool(Integral, 1, None, closed="left")],
         "nprobe": [NotBool(Integral, 1, None, closed="left")],
@@ -160,9 +162,9 @@ class NormalisedIndex(BaseEstimator):
         "batch_size": [NotBool(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, normaliser, factory="Flat", *, n_candidates=100, nprobe=128, ef_search=512,
+    def __init__(self, normalizer, factory="Flat", *, n_candidates=100, nprobe=128, ef_search=512,
                  train_size=None, batch_size=1024):
-        self.normaliser = normaliser
+        self.normalizer = normalizer
         self.factory = factory
         self.n_candidates = n_candidates
         self.nprobe = nprobe
@@ -176,8 +178,8 @@ class NormalisedIndex(BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_bank, n_dims), default=None
-            None uses ``normaliser`` as fitted; otherwise the querybank embeddings,
-            on which a clone of ``normaliser`` is fitted with ``gallery``.
+            None uses ``normalizer`` as fitted; otherwise the querybank embeddings,
+            on which a clone of ``normalizer`` is fitted with ``gallery``.
         y : None
             Ignored.
         gallery : array-like of shape (n_gallery, n_dims), default=None
@@ -192,12 +194,12 @@ class NormalisedIndex(BaseEstimator):
         """
         self._validate_params()
         faiss = import_faiss()
-        normaliser = self._fitted_normaliser(X, y, gallery, gallery_bank)
-        normaliser.check_index_serving()
-        self.bias_form_ = normaliser.capabilities.index == "bias"
-        gallery = normaliser.gallery_embeddings_
+        normalizer = self._fitted_normalizer(X, y, gallery, gallery_bank)
+        normalizer.check_index_serving()
+        self.bias_form_ = normalizer.capabilities.index == "bias"
+        gallery = normalizer.gallery_embeddings_
         if self.bias_form_:
-            vectors = normaliser.augmented_gallery(dtype=np.float32)
+            vectors = normalizer.augmented_gallery(dtype=np.float32)
         else:
             vectors = np.ascontiguousarray(gallery, dtype=np.float32)
         try:
@@ -215,9 +217,9 @@ class NormalisedIndex(BaseEstimator):
             except RuntimeError as error:
                 raise ValueError(self._training_error(len(vectors), len(training), error)) from error
         index.add(vectors)
-        self.normaliser_, self.index_ = normaliser, index
+        self.normalizer_, self.index_ = normalizer, index
         self.n_gallery_, self.n_dims_ = gallery.shape
-        self._context = normaliser.index_context()
+        self._context = normalizer.index_context()
         return self
 
     def _training_error(self, n_gallery, n_training, error):
@@ -236,22 +238,22 @@ class NormalisedIndex(BaseEstimator):
             f"factory={suggestion!r}."
         )
 
-    def _fitted_normaliser(self, X, y, gallery, gallery_bank):
+    def _fitted_normalizer(self, X, y, gallery, gallery_bank):
         if X is None:
             if gallery is not None or gallery_bank is not None:
                 raise ValueError("gallery and gallery_bank need X, the querybank embeddings.")
-            check_is_fitted(self.normaliser)
+            check_is_fitted(self.normalizer)
             # The index's own copy: a refit of the caller's normaliser leaves it alone.
-            normaliser = copy.deepcopy(self.normaliser.serving_normaliser())
+            normalizer = copy.deepcopy(self.normalizer.serving_normalizer())
         else:
-            normaliser = clone(self.normaliser).fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
-            normaliser = normaliser.serving_normaliser()
-        if normaliser.gallery_embeddings_ is None:
+            normalizer = clone(self.normalizer).fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+            normalizer = normalizer.serving_normalizer()
+        if normalizer.gallery_embeddings_ is None:
             raise ValueError(
-                f"{type(normaliser).__name__} was fitted on precomputed similarities, so it "
+                f"{type(normalizer).__name__} was fitted on precomputed similarities, so it "
                 "holds no gallery embeddings to index; fit it with gallery=... (embedding mode)."
             )
-        return normaliser
+        return normalizer
 
     def _set_search_parameters(self, index):
         """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they apply."""
@@ -292,7 +294,7 @@ class NormalisedIndex(BaseEstimator):
                 f"k must be an integer in [1, {self.n_gallery_}] (the indexed gallery size); "
                 f"got k={k!r}."
             )
-        prepared = self.normaliser_.prepare_queries(queries)
+        prepared = self.normalizer_.prepare_queries(queries)
         self._set_search_parameters(self.index_)  # set here, so that set_params needs no refit
         indices = np.empty((len(prepared), k), dtype=np.intp)
         scores = np.empty((len(prepared), k), dtype=prepared.dtype)
@@ -301,24 +303,24 @@ class NormalisedIndex(BaseEstimator):
         return indices, scores
 
     def _search_batch(self, queries, k, rows):
-        normaliser = self.normaliser_
-        gated = self.bias_form_ and normaliser.capabilities.gated
+        normalizer = self.normalizer_
+        gated = self.bias_form_ and normalizer.capabilities.gated
         raw_k = self._raw_search_size(k)
         raw = self._index_search(queries, np.zeros(self._n_forms()), raw_k) if raw_k else None
-        sims = None if raw is None else normaliser.candidate_similarities(queries, raw)
+        sims = None if raw is None else normalizer.candidate_similarities(queries, raw)
         row_state = None
         if raw is not None:
-            row_state = normaliser.index_row_state(queries, raw, sims, self._raw_search, self._context)
+            row_state = normalizer.index_row_state(queries, raw, sims, self._raw_search, self._context)
         if not self.bias_form_:
             candidates = raw  # sims: the candidates' similarities
         elif gated:
             top1 = best_k(raw, sims, 1)[0][:, 0]
             forms = np.full(len(top1), -1, dtype=np.intp)  # no raw result: no top-1, left raw
-            forms[top1 >= 0] = normaliser.row_forms(top1[top1 >= 0])
+            forms[top1 >= 0] = normalizer.row_forms(top1[top1 >= 0])
             candidates = raw[:, :k].copy()
-            normalised = np.flatnonzero(forms >= 0)
-            tails = np.eye(self._n_forms())[forms[normalised]]
-            candidates[normalised] = self._index_search(queries[normalised], tails, k)
+            normalized = np.flatnonzero(forms >= 0)
+            tails = np.eye(self._n_forms())[forms[normalized]]
+            candidates[normalized] = self._index_search(queries[normalized], tails, k)
             sims = None
         else:
             candidates, sims = self._index_search(queries, np.ones(1), k), None
@@ -326,17 +328,17 @@ class NormalisedIndex(BaseEstimator):
         return best_k(candidates, scores, k)
 
     def _n_forms(self):
-        return len(self.normaliser_.gallery_biases()) if self.bias_form_ else 0
+        return len(self.normalizer_.gallery_biases()) if self.bias_form_ else 0
 
     def _raw_search_size(self, k):
         """Items of the raw search: the gate's top-1 and the rows left raw (k), what the
         row state needs (CSLS's r_G, GC's range), or the candidates to rerank."""
-        normaliser = self.normaliser_
+        normalizer = self.normalizer_
         if not self.bias_form_:
-            return min(max(k, self.n_candidates, normaliser.index_neighbours()), self.n_gallery_)
-        if normaliser.capabilities.gated:
-            return max(k, normaliser.index_neighbours())
-        return normaliser.index_neighbours()
+            return min(max(k, self.n_candidates, normalizer.index_neighbours()), self.n_gallery_)
+        if normalizer.capabilities.gated:
+            return max(k, normalizer.index_neighbours())
+        return normalizer.index_neighbours()
 
     def _raw_search(self, vectors, k):
         """The index's raw top k of query-space ``vectors`` (the serving protocol's ``search``)."""
@@ -358,11 +360,11 @@ class NormalisedIndex(BaseEstimator):
         the chunks), and zeros elsewhere: the row state carries what the scores need of
         the whole row. ``sims`` are the candidates' similarities, if known.
         """
-        normaliser = self.normaliser_
+        normalizer = self.normalizer_
         if sims is None:
-            sims = normaliser.candidate_similarities(queries, candidates)
+            sims = normalizer.candidate_similarities(queries, candidates)
         found = candidates >= 0
-        per_column = getattr(normaliser, "sorted_bank_", np.empty((1, 0))).shape[0]
+        per_column = getattr(normalizer, "sorted_bank_", np.empty((1, 0))).shape[0]
         width = candidates.shape[1]
         step = max(1, min(int(np.sqrt(_BLOCK_ELEMENTS / width)), _BLOCK_ELEMENTS // (width * per_column)))
         scores = np.empty(candidates.shape, dtype=queries.dtype)
@@ -373,7 +375,7 @@ class NormalisedIndex(BaseEstimator):
             row, column = np.nonzero(found[chunk])
             block[row, position[row, column]] = sims[chunk][row, column]
             block_rows = slice(rows.start + chunk.start, rows.start + chunk.stop)
-            block = normaliser.score_block(block, union, take_rows(row_state, chunk), block_rows)
+            block = normalizer.score_block(block, union, take_rows(row_state, chunk), block_rows)
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores

@@ -21,11 +21,11 @@ def activation_set(bank_sims, k):
 
 def dynamic_inverted_softmax(query_sims, bank_sims, beta, k):
     activated = activation_set(bank_sims, k)
-    normalised = inverted_softmax(query_sims, bank_sims, beta)
+    normalized = inverted_softmax(query_sims, bank_sims, beta)
     out = np.array(query_sims, dtype=np.float64)
     for q, row in enumerate(query_sims):
         if int(np.argmax(row)) in activated:
-            out[q] = normalised[q]
+            out[q] = normalized[q]
     return out
 
 

@@ -26,7 +26,7 @@ from scipy import sparse
 from skqbnorm import (
     CSLS,
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -40,7 +40,7 @@ from skqbnorm import (
     PreferenceStrengthReranker,
     QueryBankZNorm,
     RandomWalkReranker,
-    SinkhornNormalisation,
+    SinkhornNormalization,
     catalogue,
 )
 from skqbnorm import metrics as M
@@ -270,7 +270,7 @@ SHAPE_ERRORS_ON_COLUMNS = {"column_missing", "column_extra"}
 
 # -- normalisers --------------------------------------------------------------------------
 
-NORMALISERS = {
+NORMALIZERS = {
     "IS": lambda **kw: InvertedSoftmax(**kw),
     "DIS": lambda **kw: DynamicInvertedSoftmax(**kw),
     "CSLS": lambda **kw: CSLS(**{"k": 3, **kw}),
@@ -278,65 +278,65 @@ NORMALISERS = {
     "CENT": lambda **kw: Centering(**kw),
     # the later methods (their own hyperparameters are swept in their test modules)
     "NNN": lambda **kw: NearestNeighborNormalization(**{"k": 3, **kw}),
-    "DN": lambda **kw: Centering(**{"weight": 0.5, **kw}),
+    "DN": lambda **kw: Centering(**{"alpha": 0.5, **kw}),
     "ZNORM": lambda **kw: QueryBankZNorm(**kw),
     "MP": lambda **kw: MutualProximity(**kw),
     "MP-EMPIRIC": lambda **kw: MutualProximity(**{"method": "empiric", **kw}),
     "DBNORM": lambda **kw: DualInvertedSoftmax(**kw),
     "DBNORM-DYNAMIC": lambda **kw: DualDynamicInvertedSoftmax(**kw),
-    "SN": lambda **kw: SinkhornNormalisation(**kw),
-    "DBSN": lambda **kw: DualBankSinkhornNormalisation(**kw),
+    "SN": lambda **kw: SinkhornNormalization(**kw),
+    "DBSN": lambda **kw: DualBankSinkhornNormalization(**kw),
     "DSL": lambda **kw: DualSoftmax(**kw),
 }
 #: Whose k must not exceed the querybank: a bank of one row leaves them no valid k of 3.
-BANK_K_NORMALISERS = ("CSLS", "NNN")
+BANK_K_NORMALIZERS = ("CSLS", "NNN")
 #: Whose scores need nothing of the whole row: top_k reads its chunks once (an iterator will do).
 ONE_PASS_TOP_K = ("IS", "CENT", "NNN", "DN", "ZNORM", "DBNORM", "SN", "DBSN", "DSL")
 #: Whose scores, S exp((S - c) / T), leave float64 for similarities far above the bank's
 #: (|S - c| / T past about 709): refused, so every input of a larger scale may be.
-SCALE_BOUND_NORMALISERS = ("DSL",)
+SCALE_BOUND_NORMALIZERS = ("DSL",)
 SCALED_VARIANTS = ("memmap_int16",)
-K_NORMALISERS = ("DIS", "CSLS")
-BETA_NORMALISERS = ("IS", "DIS")
+K_NORMALIZERS = ("DIS", "CSLS")
+BETA_NORMALIZERS = ("IS", "DIS")
 
 
 def _out_dtype(x):
     return np.float32 if getattr(x, "dtype", None) == np.float32 else np.float64
 
 
-def sweep_normalisers():
+def sweep_normalizers():
     """NORMALISERS, then every class of the catalogue that none of them makes, at its
     defaults (under its class name, upper-case): a registered method enters the sweep."""
-    covered = {type(make()) for make in NORMALISERS.values()}
+    covered = {type(make()) for make in NORMALIZERS.values()}
     added = {cls.__name__.upper(): (lambda cls=cls, **kw: cls(**kw))
-             for cls in catalogue.normalisers() if cls not in covered}
-    return {**NORMALISERS, **added}
+             for cls in catalogue.normalizers() if cls not in covered}
+    return {**NORMALIZERS, **added}
 
 
 def one_pass_top_k(est_name, make):
     """Whether top_k reads chunks once: ONE_PASS_TOP_K's, else as the class declares."""
-    if est_name in NORMALISERS:
+    if est_name in NORMALIZERS:
         return est_name in ONE_PASS_TOP_K
     return not make().capabilities.whole_rows
 
 
-def _normaliser_cases(normalisers=None):
+def _normalizer_cases(normalizers=None):
     cases = []
-    for est_name, make in (sweep_normalisers() if normalisers is None else normalisers).items():
-        cases += _normaliser_matrix_cases(est_name, make)
-        cases += _normaliser_param_cases(est_name, make)
-        cases += _normaliser_top_k_cases(est_name, make)
-        cases += _normaliser_embedding_cases(est_name, make)
-        cases += _normaliser_chunking_cases(est_name, make)
+    for est_name, make in (sweep_normalizers() if normalizers is None else normalizers).items():
+        cases += _normalizer_matrix_cases(est_name, make)
+        cases += _normalizer_param_cases(est_name, make)
+        cases += _normalizer_top_k_cases(est_name, make)
+        cases += _normalizer_embedding_cases(est_name, make)
+        cases += _normalizer_chunking_cases(est_name, make)
     return cases
 
 
-def _normaliser_matrix_cases(est_name, make):
+def _normalizer_matrix_cases(est_name, make):
     cases = []
     for variant, (build, expect, finite, shape_problem) in MATRIX_VARIANTS.items():
-        cases += _normaliser_fit_side(est_name, make, variant, build, expect, finite,
+        cases += _normalizer_fit_side(est_name, make, variant, build, expect, finite,
                                       shape_problem)
-        cases += _normaliser_query_side(est_name, make, variant, build, expect, finite,
+        cases += _normalizer_query_side(est_name, make, variant, build, expect, finite,
                                         shape_problem)
     return cases
 
@@ -347,9 +347,9 @@ def _same_as(out, reference, what):
                                err_msg=f"{what} changed the result")
 
 
-def _normaliser_fit_side(est_name, make, variant, build, expect, finite, shape_problem):
+def _normalizer_fit_side(est_name, make, variant, build, expect, finite, shape_problem):
     fit_expect = expect
-    if variant == "single_row" and est_name in BANK_K_NORMALISERS:
+    if variant == "single_row" and est_name in BANK_K_NORMALIZERS:
         fit_expect = "any"  # k=3 > a bank of 1 row
     elif variant in SHAPE_ERRORS_ON_COLUMNS:
         fit_expect = "ok"  # a different gallery size is fine at fit
@@ -381,19 +381,19 @@ def _normaliser_fit_side(est_name, make, variant, build, expect, finite, shape_p
             _same_as(out, make().fit_transform(BANK), f"a {variant} bank")
 
     names = ("X", "querybank")
-    return [Case("normalisers", f"{est_name}-fit_bank-{variant}", fit_then_transform, check_fit,
+    return [Case("normalizers", f"{est_name}-fit_bank-{variant}", fit_then_transform, check_fit,
                  names, shape_problem, fit_expect, finite),
-            Case("normalisers", f"{est_name}-fit_transform-{variant}", fit_transform,
+            Case("normalizers", f"{est_name}-fit_transform-{variant}", fit_transform,
                  check_fit_transform, names, shape_problem, fit_expect, finite)]
 
 
-def _normaliser_query_side(est_name, make, variant, build, expect, finite, shape_problem):
+def _normalizer_query_side(est_name, make, variant, build, expect, finite, shape_problem):
     query_expect = "error" if variant in SHAPE_ERRORS_ON_COLUMNS else expect
     if variant == "single_row":
         query_expect = "ok"
     if variant == "zero_rows":
         query_expect = "any"  # no query is a valid, empty, request
-    if est_name in SCALE_BOUND_NORMALISERS and variant in SCALED_VARIANTS and expect == "ok":
+    if est_name in SCALE_BOUND_NORMALIZERS and variant in SCALED_VARIANTS and expect == "ok":
         query_expect = "any"
     shape_problem = shape_problem or variant in SHAPE_ERRORS_ON_COLUMNS
     same = variant in REPRESENTATION_ONLY
@@ -420,9 +420,9 @@ def _normaliser_query_side(est_name, make, variant, build, expect, finite, shape
         if ctx.finite_in:
             _top_k_is_sorted_transform(make, query, indices, scores)
 
-    return [Case("normalisers", f"{est_name}-transform-{variant}", transform, check_transform,
+    return [Case("normalizers", f"{est_name}-transform-{variant}", transform, check_transform,
                  ("X",), shape_problem, query_expect, finite),
-            Case("normalisers", f"{est_name}-top_k_X-{variant}", top_k, check_top, ("X",),
+            Case("normalizers", f"{est_name}-top_k_X-{variant}", top_k, check_top, ("X",),
                  shape_problem, query_expect, finite)]
 
 
@@ -461,7 +461,7 @@ CHUNKINGS = {"row_blocks_of_1": {"working_memory": 1e-5}, "row_blocks_of_7": {
     "blocks_of_1_two_threads": {"working_memory": 1e-5, "n_jobs": 2}}
 
 
-def _normaliser_chunking_cases(est_name, make):
+def _normalizer_chunking_cases(est_name, make):
     """Results (rankings exactly, values to rounding) must not depend on the chunking."""
     cases = []
     for data_name, transform in CHUNK_DATA.items():
@@ -480,8 +480,8 @@ def _normaliser_chunking_cases(est_name, make):
                 assert not len(differ), f"{len(differ)} of {len(whole)} rows ranked differently"
                 np.testing.assert_allclose(chunked, whole, rtol=1e-6, atol=1e-12)
 
-            scaled = est_name in SCALE_BOUND_NORMALISERS and data_name == "huge_1e300"
-            cases.append(Case("normalisers", f"{est_name}-chunking-{data_name}-{chunking}", run,
+            scaled = est_name in SCALE_BOUND_NORMALIZERS and data_name == "huge_1e300"
+            cases.append(Case("normalizers", f"{est_name}-chunking-{data_name}-{chunking}", run,
                               check, ("working_memory", "n_jobs", *("X",) * scaled), False,
                               "any" if scaled else "ok"))
     return cases
@@ -501,10 +501,10 @@ def _fit_transform_top(make, params, bank=BANK, query=QUERY, k=3):
     return run, check
 
 
-def _normaliser_param_cases(est_name, make):
+def _normalizer_param_cases(est_name, make):
     cases = []
     params = []
-    if est_name in BETA_NORMALISERS:
+    if est_name in BETA_NORMALIZERS:
         params += [("beta", v, e) for v, e in [
             (0, "error"), (-1.0, "error"), (-np.inf, "error"), (np.inf, "error"), (np.nan, "error"),
             (1e-300, "any"), (1e-30, "any"), (1e300, "any"), (1e40, "any"), (True, "error"),
@@ -513,7 +513,7 @@ def _normaliser_param_cases(est_name, make):
             (np.float32(20), "ok"), (np.int64(20), "ok"), (1, "ok")]]
         params += [("output", v, e) for v, e in [("prob", "error"), (None, "error"),
                                                     ("probability", "ok")]]
-    if est_name in K_NORMALISERS:
+    if est_name in K_NORMALIZERS:
         params += [("k", v, e) for v, e in [
             (0, "error"), (-1, "error"), (True, "error"), (False, "error"), (2.5, "error"),
             (2.0, "any"), (1e10, "error"), (10**12, "error"), (7, "error"), ("2", "error"),
@@ -527,21 +527,21 @@ def _normaliser_param_cases(est_name, make):
                                                 ("2", "error")]]
     for name, value, expect in params:
         run, check = _fit_transform_top(make, {name: value})
-        cases.append(Case("normalisers", f"{est_name}-param-{name}={value!r}", run, check, (name,),
+        cases.append(Case("normalizers", f"{est_name}-param-{name}={value!r}", run, check, (name,),
                           False, expect))
     # beta against float32 data and data at large magnitudes
-    if est_name in BETA_NORMALISERS:
+    if est_name in BETA_NORMALIZERS:
         for beta in (1e40, 1e30, 1e10, 1e3):
             run, check = _fit_transform_top(make, {"beta": beta}, BANK.astype(np.float32),
                                             QUERY.astype(np.float32))
-            cases.append(Case("normalisers", f"{est_name}-param-beta={beta:g}-float32", run, check,
+            cases.append(Case("normalizers", f"{est_name}-param-beta={beta:g}-float32", run, check,
                               ("beta",), False, "any"))
         for output in ("log", "probability"):
             run, check = _fit_transform_top(make, {"output": output}, BANK * 1e300, QUERY * 1e300)
-            cases.append(Case("normalisers", f"{est_name}-output={output}-data-1e300", run, check,
+            cases.append(Case("normalizers", f"{est_name}-output={output}-data-1e300", run, check,
                               ("beta", "X", "querybank"), False, "any"))
     # tiny and degenerate querybanks and galleries that are still valid
-    k1 = {"k": 1} if est_name in K_NORMALISERS + BANK_K_NORMALISERS else {}
+    k1 = {"k": 1} if est_name in K_NORMALIZERS + BANK_K_NORMALIZERS else {}
     for label, bank, query, k in [
         ("single_gallery_item", BANK[:, :1], QUERY[:, :1], 1),
         ("single_bank_row", BANK[:1], QUERY, 1),
@@ -552,7 +552,7 @@ def _normaliser_param_cases(est_name, make):
         ("wide_gallery", np.tile(BANK, 50), np.tile(QUERY, 50), 10),
     ]:
         run, check = _fit_transform_top(make, k1, bank, query, k)
-        cases.append(Case("normalisers", f"{est_name}-{label}", run, check, ("X", "k"), False,
+        cases.append(Case("normalizers", f"{est_name}-{label}", run, check, ("X", "k"), False,
                           "ok"))
     # y: ignored when 1-D, refused when 2-D
     for label, y, expect, shape in [("y_1d", np.arange(8), "ok", False),
@@ -561,7 +561,7 @@ def _normaliser_param_cases(est_name, make):
         def run(ctx, y=y):
             return make().fit(ctx.keep(BANK.copy()), ctx.keep(y.copy())).transform(QUERY)
 
-        cases.append(Case("normalisers", f"{est_name}-fit-{label}", run,
+        cases.append(Case("normalizers", f"{est_name}-fit-{label}", run,
                           lambda out, c: check_matrix(out, (5, 6), np.float64, True), ("y",), shape,
                           expect))
     # unfitted use
@@ -569,7 +569,7 @@ def _normaliser_param_cases(est_name, make):
         def run(ctx, method=method):
             return getattr(make(), method)(QUERY)
 
-        cases.append(Case("normalisers", f"{est_name}-unfitted-{method}", run,
+        cases.append(Case("normalizers", f"{est_name}-unfitted-{method}", run,
                           lambda out, c: None, ("fit", "fitted"), False, "error"))
     return cases
 
@@ -578,7 +578,7 @@ WIDE_BANK = _rng.uniform(-1, 1, (8, 40))
 WIDE_QUERY = _rng.uniform(-1, 1, (5, 40))
 
 
-def _normaliser_top_k_cases(est_name, make):
+def _normalizer_top_k_cases(est_name, make):
     cases = []
     for value, expect in [(0, "error"), (-1, "error"), (True, "error"), (False, "error"),
                           (2.5, "error"),
@@ -590,7 +590,7 @@ def _normaliser_top_k_cases(est_name, make):
         def check(out, ctx, value=value):
             check_top_k(out, 5, int(value), 6, np.float64, True)
 
-        cases.append(Case("normalisers", f"{est_name}-top_k-k={value!r}", run, check, ("k",),
+        cases.append(Case("normalizers", f"{est_name}-top_k-k={value!r}", run, check, ("k",),
                           False, expect))
 
     def chunk_case(label, chunks, expect, names=("chunks",), shape=False, finite=True, wm=None):
@@ -602,7 +602,7 @@ def _normaliser_top_k_cases(est_name, make):
             dtype = np.float32 if label == "chunks_float32" else np.float64  # the first chunk's
             check_top_k(out, 5, 3, 6, dtype, True)
 
-        cases.append(Case("normalisers", f"{est_name}-top_k-{label}", run, check, names, shape,
+        cases.append(Case("normalizers", f"{est_name}-top_k-{label}", run, check, names, shape,
                           expect, finite))
 
     q = QUERY
@@ -624,7 +624,7 @@ def _normaliser_top_k_cases(est_name, make):
         x = ctx.keep(_set(QUERY, (2, 5), np.nan))
         return make(working_memory=1e-5).fit(BANK).top_k(x, k=2)
 
-    cases.append(Case("normalisers", f"{est_name}-top_k-X_nan_in_later_column_chunk", nan_late,
+    cases.append(Case("normalizers", f"{est_name}-top_k-X_nan_in_later_column_chunk", nan_late,
                       lambda o, c: None, ("X",), False, "error", False))
 
     def nan_late_wide(ctx):
@@ -638,7 +638,7 @@ def _normaliser_top_k_cases(est_name, make):
 
     for label, run in (("X_nan_in_later_wide_column_chunk", nan_late_wide),
                        ("chunks_nan_in_later_wide_chunk", nan_late_wide_chunks)):
-        cases.append(Case("normalisers", f"{est_name}-top_k-{label}", run, lambda o, c: None,
+        cases.append(Case("normalizers", f"{est_name}-top_k-{label}", run, lambda o, c: None,
                           ("X", "chunks"), False, "error", False))
 
     sources = {
@@ -651,7 +651,7 @@ def _normaliser_top_k_cases(est_name, make):
         def run(ctx, call=call):
             return call(make().fit(BANK))
 
-        cases.append(Case("normalisers", f"{est_name}-{label}", run, lambda o, c: None,
+        cases.append(Case("normalizers", f"{est_name}-{label}", run, lambda o, c: None,
                           ("X", "queries", "chunks", "gallery"), False, "error"))
     return cases
 
@@ -680,11 +680,11 @@ def _embedding_case(est_name, make, label, bank, gallery, queries, expect, names
             if sims is not None and nonzero.all():
                 assert np.abs(sims).max() > 0, "all-zero similarities from non-zero embeddings"
 
-    return Case("normalisers", f"{est_name}-embedding-{label}", run, check, names, shape, expect,
+    return Case("normalizers", f"{est_name}-embedding-{label}", run, check, names, shape, expect,
                 finite)
 
 
-def _normaliser_embedding_cases(est_name, make):
+def _normalizer_embedding_cases(est_name, make):
     b, g, q = BANK_EMB, GAL_EMB, QUERY_EMB
     all_names = ("X", "querybank", "gallery", "queries")
     specs = [
@@ -862,7 +862,7 @@ def _reranker_cases():
         n_jobs = [(0, "any"), (2.5, "error")] + ([(2, "ok")] if est_name == "pointwise" else [])
         params += [("n_jobs", v, e) for v, e in n_jobs]
         if est_name != "randomwalk":
-            params += [("laplacian", v, e) for v, e in [("normalised", "ok"), ("x", "error")]]
+            params += [("laplacian", v, e) for v, e in [("normalized", "ok"), ("x", "error")]]
         if est_name in PAIRWISE:
             params += [("pairs", v, e) for v, e in [
                 ("all", "ok"), ("top_bottom", "any"), ("clustering", "any"), ("x", "error")]]
@@ -1119,8 +1119,8 @@ def _ap_cases():
         ("n=inf", s, r, {"n": np.inf}, "error", ("n",), False, True),
         ("n='2'", s, r, {"n": "2"}, "error", ("n",), False, True),
         ("n=int64", s, r, {"n": np.int64(2)}, "ok", ("n",), False, True),
-        ("normaliser=x", s, r, {"normaliser": "x"}, "error", ("normaliser",), False, True),
-        ("normaliser=truncated", s, r, {"normaliser": "truncated", "n": 2}, "ok", ("normaliser",),
+        ("normalizer=x", s, r, {"normalizer": "x"}, "error", ("normalizer",), False, True),
+        ("normalizer=truncated", s, r, {"normalizer": "truncated", "n": 2}, "ok", ("normalizer",),
          False, True),
     ]
     for label, scores, relevance, kwargs, expect, names, shape, finite in specs:
@@ -1269,8 +1269,8 @@ def _scorer_cases():
                                   lambda v, c: check_float(v, 0, 100), ("metric",), False, expect))
     for label, kwargs, expect in [("n=0", {"n": 0}, "error"), ("n=-1", {"n": -1}, "error"),
                                   ("n=2.7", {"n": 2.7}, "error"),
-                                  ("normaliser=x", {"normaliser": "x"}, "error"),
-                                  ("normaliser=None", {"normaliser": None}, "error"),
+                                  ("normalizer=x", {"normalizer": "x"}, "error"),
+                                  ("normalizer=None", {"normalizer": None}, "error"),
                                   ("valid", {"n": 3}, "ok")]:
         def construct(ctx, kwargs=kwargs):
             scorer = M.make_map_scorer(**kwargs)
@@ -1636,7 +1636,7 @@ def _cli_save_cases():
 def all_cases():
     from sweep_cases_cli import cli_and_paired_cases  # it builds on this module's helpers
 
-    cases = (_normaliser_cases() + _reranker_cases() + _metrics_matrix_cases()
+    cases = (_normalizer_cases() + _reranker_cases() + _metrics_matrix_cases()
              + _metrics_param_cases() + _cli_cases() + cli_and_paired_cases())
     ids = [case.id for case in cases]
     duplicates = {i for i in ids if ids.count(i) > 1}

@@ -38,7 +38,7 @@ def test_index_benchmark_runs():
     assert "HNSW8" in stdout and "IVF16,Flat" in stdout
 
 
-def test_later_normalisers_benchmark_prints_one_row_per_normaliser():
+def test_later_normalizers_benchmark_prints_one_row_per_normalizer():
     stdout = run_script(
         "bench_later_normalisers.py", ["--scale", "0.02", "--repeat", "1", "--sinkhorn-iter", "2"]
     )
@@ -46,9 +46,9 @@ def test_later_normalisers_benchmark_prints_one_row_per_normaliser():
     header, *rows = rows
     assert header.count("|") == 10
     names = [row.split("|")[1].strip() for row in rows]
-    for name in ("Centering(weight=0.5)", "NearestNeighborNormalization", "QueryBankZNorm",
+    for name in ("Centering(alpha=0.5)", "NearestNeighborNormalization", "QueryBankZNorm",
                  'MutualProximity("gaussian")', 'MutualProximity("empiric")',
-                 "DualInvertedSoftmax", "DualDynamicInvertedSoftmax", "SinkhornNormalisation",
+                 "DualInvertedSoftmax", "DualDynamicInvertedSoftmax", "SinkhornNormalization",
                  "DualSoftmax"):
         assert any(row_name.startswith(name) for row_name in names), name
     for row in rows:

@@ -4,19 +4,19 @@ import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import check_estimator
 
-import skqbnorm.normalisers as normalisers_module
+import skqbnorm.normalizers as normalizers_module
 from skqbnorm import catalogue
 from skqbnorm.catalogue import (
     METHODS,
     Method,
     get_method,
-    normalisers,
+    normalizers,
     register,
     rerankers,
     unregister,
 )
 from skqbnorm.cli import main
-from skqbnorm.normalisers import BiasFormMixin, Capabilities, QueryBankNormaliser
+from skqbnorm.normalizers import BiasFormMixin, Capabilities, QueryBankNormalizer
 from skqbnorm.rerankers import BayesianReranker
 
 
@@ -36,7 +36,7 @@ class ColumnMax:
         return self.value
 
 
-class HalfMax(BiasFormMixin, QueryBankNormaliser):
+class HalfMax(BiasFormMixin, QueryBankNormalizer):
     """A toy normaliser: s(q, g) less half the querybank's largest similarity to g."""
 
     capabilities = Capabilities(bias_form=True, index="bias")
@@ -71,18 +71,18 @@ def test_a_registered_toy_passes_check_estimator(half_max):
 def test_a_registered_toy_is_listed_and_found_in_any_case(half_max):
     assert get_method("HALF-MAX") is half_max and get_method("half-max") is half_max
     assert "half-max" in catalogue.method_names()
-    assert HalfMax in normalisers() and HalfMax in normalisers(bias_form=True, index="bias")
-    assert HalfMax not in normalisers(whole_rows=True)
+    assert HalfMax in normalizers() and HalfMax in normalizers(bias_form=True, index="bias")
+    assert HalfMax not in normalizers(whole_rows=True)
 
 
 def test_a_registered_toy_is_served_by_the_index(half_max):
     pytest.importorskip("faiss")
-    from skqbnorm.index import NormalisedIndex
+    from skqbnorm.index import NormalizedIndex
 
     rng = np.random.default_rng(0)
     bank, gallery, queries = rng.normal(size=(60, 8)), rng.normal(size=(200, 8)), rng.normal(size=(9, 8))
     toy = HalfMax().fit(bank, gallery=gallery)
-    index = NormalisedIndex(toy, "Flat").fit()
+    index = NormalizedIndex(toy, "Flat").fit()
     assert index.bias_form_
     indices, scores = index.search(queries, k=5)
     exact_indices, exact_scores = toy.top_k(queries=queries, k=5)
@@ -106,12 +106,12 @@ def test_a_registered_toy_is_a_method_of_the_command_line(half_max, tmp_path, ca
     assert "HalfMax" in capsys.readouterr().out
 
 
-def test_every_normaliser_class_is_in_the_catalogue():
+def test_every_normalizer_class_is_in_the_catalogue():
     """A normaliser exported but not registered would miss every list read from here."""
-    exported = {getattr(normalisers_module, name) for name in normalisers_module.__all__}
+    exported = {getattr(normalizers_module, name) for name in normalizers_module.__all__}
     concrete = {cls for cls in exported if isinstance(getattr(cls, "capabilities", None), Capabilities)
-                and cls is not QueryBankNormaliser}
-    assert concrete == set(normalisers())
+                and cls is not QueryBankNormalizer}
+    assert concrete == set(normalizers())
 
 
 def test_the_rerankers_are_listed_apart():
@@ -123,7 +123,7 @@ def test_the_rerankers_are_listed_apart():
     exported = {getattr(package, name) for name in package.__all__}
     assert set(listed) == exported - {BayesianReranker, package.RerankerCV}
     assert len(listed) == 7 and len(set(listed)) == 7
-    assert not set(listed) & set(normalisers())
+    assert not set(listed) & set(normalizers())
 
 
 @pytest.mark.parametrize(("name", "method", "message"), [
@@ -155,15 +155,15 @@ def test_look_ups_name_what_exists():
     with pytest.raises(ValueError, match="No method named 'nope'.*raw"):
         get_method("nope")
     with pytest.raises(ValueError, match="Unknown capabilities"):
-        normalisers(bias=True)
+        normalizers(bias=True)
 
 
 def test_the_catalogue_agrees_with_each_class():
     """Declared gallery-bank inputs and the dual-bank entries agree (what register checks)."""
     for name, method in METHODS.items():
-        if method.normaliser is None:
+        if method.normalizer is None:
             continue
-        declared = method.normaliser.capabilities.gallery_bank
+        declared = method.normalizer.capabilities.gallery_bank
         assert (declared is not None) == (method.data == "both banks"), name
         if declared is not None:
             assert method.gallery_bank_input == declared, name
@@ -179,11 +179,11 @@ def test_capabilities_refuse_contradictions():
 
 
 def test_a_registered_toy_enters_the_bad_input_sweep(half_max, tmp_path):
-    from sweep_cases import _normaliser_cases, sweep_normalisers
+    from sweep_cases import _normalizer_cases, sweep_normalizers
     from test_sweep import outcome
 
-    assert "HALFMAX" in sweep_normalisers()
-    cases = _normaliser_cases({"HALFMAX": sweep_normalisers()["HALFMAX"]})
+    assert "HALFMAX" in sweep_normalizers()
+    cases = _normalizer_cases({"HALFMAX": sweep_normalizers()["HALFMAX"]})
     assert len(cases) >= 50
     problems = {case.id: outcome(case, tmp_path) for case in cases}
     assert not {name: found for name, found in problems.items() if found}

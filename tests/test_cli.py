@@ -11,7 +11,7 @@ from cli_helpers import without_settings
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualInvertedSoftmax,
     DualSoftmax,
     DynamicInvertedSoftmax,
@@ -130,7 +130,7 @@ def test_demo_on_the_bundled_dataset(capsys):
     cross = data.bank_embeddings @ data.gallery_bank_embeddings.T
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        scores = DualBankSinkhornNormalisation().fit(
+        scores = DualBankSinkhornNormalization().fit(
             bank, querybank_to_gallery_bank=cross).transform(query_sims)
     assert rows[("in-domain", "DBSN")]["MnR"] == pytest.approx(
         retrieval_metrics(scores, data.query_gt)["MnR"])

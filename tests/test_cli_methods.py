@@ -13,7 +13,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -22,11 +22,11 @@ from skqbnorm import (
     MutualProximity,
     NearestNeighborNormalization,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
     _cli_commands,
     cli,
 )
-from skqbnorm.catalogue import Settings, make_normaliser
+from skqbnorm.catalogue import Settings, make_normalizer
 from skqbnorm.cli import main
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import hubness, retrieval_metrics
@@ -75,28 +75,28 @@ def refused(args, capsys):
     return err
 
 
-def direct(normaliser, data, uses):
+def direct(normalizer, data, uses):
     """The normaliser's scores of the query similarities, called as a user would."""
     sims, bank, gallery_bank = data["--sims"], data["--bank-sims"], data["--gallery-bank-sims"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         if uses == "test queries":
-            return normaliser.fit_transform(sims)
+            return normalizer.fit_transform(sims)
         if uses == "gated querybank":
-            return normaliser.fit(bank, queries=sims).transform(sims)
-        if isinstance(normaliser, DualBankSinkhornNormalisation):
+            return normalizer.fit(bank, queries=sims).transform(sims)
+        if isinstance(normalizer, DualBankSinkhornNormalization):
             to_gallery_bank = data["--bank-gallery-bank-sims"]
-            return normaliser.fit(bank, querybank_to_gallery_bank=to_gallery_bank).transform(sims)
+            return normalizer.fit(bank, querybank_to_gallery_bank=to_gallery_bank).transform(sims)
         if uses == "both banks":
-            return normaliser.fit(bank, gallery_bank=gallery_bank).transform(sims)
-        return normaliser.fit(bank).transform(sims)
+            return normalizer.fit(bank, gallery_bank=gallery_bank).transform(sims)
+        return normalizer.fit(bank).transform(sims)
 
 
 # method, options, the normaliser they stand for, what it is fitted on, its label
 CASES = [
     ("nnn", ["--k", "5", "--alpha", "0.75"], NearestNeighborNormalization(k=5, alpha=0.75),
      "querybank", "NNN (k=5, alpha=0.75)"),
-    ("dn", [], Centering(weight=0.5), "querybank", "DN"),
+    ("dn", [], Centering(alpha=0.5), "querybank", "DN"),
     ("znorm", [], QueryBankZNorm(), "querybank", "z-norm"),
     ("mp", [], MutualProximity(method="gaussian"), "querybank", "MP (Gaussian)"),
     ("mp-empiric", [], MutualProximity(method="empiric"), "querybank", "MP (empiric)"),
@@ -105,7 +105,7 @@ CASES = [
     ("dbnorm-dynamic", ["--beta1", "15", "--beta2", "7", "--k", "2"],
      DualDynamicInvertedSoftmax(beta1=15, beta2=7, k=2), "both banks",
      "DBNorm (dynamic; beta1=15, beta2=7, k=2)"),
-    ("sn", ["--tau", "0.2", "--n-iter", "40"], SinkhornNormalisation(tau=0.2, n_iter=40),
+    ("sn", ["--tau", "0.2", "--n-iter", "40"], SinkhornNormalization(tau=0.2, n_iter=40),
      "querybank", "SN (tau=0.2, n_iter=40)"),
     ("dsl", ["--temperature", "0.5"], DualSoftmax(temperature=0.5), "querybank",
      "DSL (temperature=0.5)"),
@@ -114,16 +114,16 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("method, options, normaliser, uses, label", CASES,
+@pytest.mark.parametrize("method, options, normalizer, uses, label", CASES,
                          ids=[case[0] for case in CASES])
-def test_each_method_equals_its_class(files, capsys, tmp_path, method, options, normaliser,
+def test_each_method_equals_its_class(files, capsys, tmp_path, method, options, normalizer,
                                       uses, label):
     paths, data = files
     out_path = tmp_path / "out.npy"
     code, out, err = run(argv(paths, "--method", method, *options, "--format", "json",
                               "--quiet", "--save", str(out_path)), capsys)
     assert code == 0, err
-    expected = direct(normaliser, data, uses)
+    expected = direct(normalizer, data, uses)
     np.testing.assert_array_equal(np.load(out_path), expected)
     raw_row, row = json.loads(out)
     assert (raw_row["method"], row["method"]) == ("raw similarities", label)
@@ -134,7 +134,7 @@ def test_each_method_equals_its_class(files, capsys, tmp_path, method, options, 
 
 
 DEFAULTS = {"nnn": NearestNeighborNormalization(), "dbnorm": DualInvertedSoftmax(),
-            "dbnorm-dynamic": DualDynamicInvertedSoftmax(), "sn": SinkhornNormalisation(),
+            "dbnorm-dynamic": DualDynamicInvertedSoftmax(), "sn": SinkhornNormalization(),
             "dsl": DualSoftmax()}
 
 
@@ -185,8 +185,8 @@ def test_all_methods_as_json_and_csv_carry_every_row(files, capsys, tmp_path):
     for method, row in zip(cli.METHODS, rows):
         if method == "raw":
             continue
-        normaliser = make_normaliser(method, Settings(k=3, tau=0.5))
-        scores = direct(normaliser, data, cli.METHODS[method].data)
+        normalizer = make_normalizer(method, Settings(k=3, tau=0.5))
+        scores = direct(normalizer, data, cli.METHODS[method].data)
         assert row["MnR"] == pytest.approx(retrieval_metrics(scores, data["--gt"])["MnR"]), method
 
 
@@ -201,7 +201,7 @@ def test_all_methods_without_a_gallery_bank_skip_the_dual_bank_ones(files, capsy
     assert err.splitlines() == [
         f"skqbnorm evaluate: skipped DBNorm ({betas}): {needs} IS).",
         f"skqbnorm evaluate: skipped DBNorm (dynamic; {betas}, k=3): {needs} DIS).",
-        (f"skqbnorm evaluate: skipped DBSN (tau=0.5, n_iter={SinkhornNormalisation().n_iter}): "
+        (f"skqbnorm evaluate: skipped DBSN (tau=0.5, n_iter={SinkhornNormalization().n_iter}): "
          "it needs --bank-gallery-bank-sims (without a gallery bank it equals SN)."),
     ]
 
@@ -362,7 +362,7 @@ def test_the_help_lists_every_method_and_setting(capsys):
     flat = " ".join(text.split())
     assert f"NNN (k={NearestNeighborNormalization().k}) when the querybank" in flat
     assert "without --gallery-bank-sims it skips dbnorm and dbnorm-dynamic" in flat
-    assert f"temperature of SN and DBSN, > 0 (default {SinkhornNormalisation().tau:g})" in flat
+    assert f"temperature of SN and DBSN, > 0 (default {SinkhornNormalization().tau:g})" in flat
 
 
 class WarningDualSoftmax(DualSoftmax):
@@ -378,7 +378,7 @@ def test_other_warnings_pass_on_and_a_convergence_warning_is_a_note(files, capsy
                                                                       monkeypatch):
     paths, _ = files
     monkeypatch.setitem(cli.METHODS, "dsl",
-                        cli.METHODS["dsl"]._replace(normaliser=WarningDualSoftmax))
+                        cli.METHODS["dsl"]._replace(normalizer=WarningDualSoftmax))
     with pytest.warns(UserWarning, match="a remark") as caught:
         code, _, err = run(argv(paths, "--method", "dsl", "--temperature", "2", "--quiet"),
                            capsys)
@@ -426,7 +426,7 @@ def test_evaluate_reports_the_querybank_diagnostics(bundled, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("method, template", [
     ("dis-gated", DynamicInvertedSoftmax()), ("nnn-gated", NearestNeighborNormalization())])
-def test_a_gated_method_is_its_normaliser_in_domain_and_raw_far_from_it(bundled, capsys, method,
+def test_a_gated_method_is_its_normalizer_in_domain_and_raw_far_from_it(bundled, capsys, method,
                                                                       template):
     folder, arrays = bundled
     rows = {}

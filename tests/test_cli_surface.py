@@ -60,8 +60,8 @@ def test_several_methods_comma_separated_equal_their_classes(files, capsys):
     rows = json.loads(out)
     assert [row["method"] for row in rows] == ["raw similarities", "CSLS (k=3)",
                                                "NNN (k=3, alpha=1)"]
-    for row, normaliser in zip(rows[1:], (CSLS(k=3), NearestNeighborNormalization(k=3))):
-        expected = retrieval_metrics(normaliser.fit(bank).transform(sims), gt)["MnR"]
+    for row, normalizer in zip(rows[1:], (CSLS(k=3), NearestNeighborNormalization(k=3))):
+        expected = retrieval_metrics(normalizer.fit(bank).transform(sims), gt)["MnR"]
         assert row["MnR"] == pytest.approx(expected)
 
 

@@ -10,6 +10,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import CSLS, DualInvertedSoftmax, InvertedSoftmax, compare
+from skqbnorm import DualBankSinkhornNormalization as DBSN
 from skqbnorm._compare import TABLE_COLUMNS, ComparisonTable
 from skqbnorm.catalogue import METHODS
 from skqbnorm.cli import main
@@ -52,8 +53,8 @@ def test_each_row_is_its_class_and_its_paired_comparison(data):
     result = table(sims, gt, bank_sims=bank, methods="is,csls", params={"k": 3, "beta": 30},
                    n_resamples=300, random_state=2, confidence=0.9)
     assert result["method"] == ["raw similarities", "IS (beta=30)", "CSLS (k=3)"]
-    for row, normaliser in zip(result.rows[1:], (InvertedSoftmax(beta=30), CSLS(k=3))):
-        scores = normaliser.fit(bank).transform(sims)
+    for row, normalizer in zip(result.rows[1:], (InvertedSoftmax(beta=30), CSLS(k=3))):
+        scores = normalizer.fit(bank).transform(sims)
         assert row["MnR"] == pytest.approx(retrieval_metrics(scores, gt)["MnR"], rel=1e-11)
         expected = paired_comparison(sims, scores, gt, n_resamples=300, random_state=2,
                                      confidence=0.9)
@@ -86,7 +87,7 @@ def test_under_all_what_cannot_run_is_named_in_attrs(data):
     skipped = result.attrs["skipped"]
     assert set(skipped) == {"DBNorm (beta1=20, beta2=1)",
                             "DBNorm (dynamic; beta1=20, beta2=1, k=1)",
-                            "DBSN (tau=0.02, n_iter=30)"}
+                            f"DBSN (tau={DBSN().tau:g}, n_iter={DBSN().n_iter})"}
     assert "it needs gallery_bank" in skipped["DBNorm (beta1=20, beta2=1)"]
     assert isinstance(result.attrs["querybank_diagnostics"], QueryBankDiagnostics)
     assert len(result) == len(METHODS) - 3

@@ -20,12 +20,12 @@ from skqbnorm import (
     catalogue,
 )
 
-NORMALISERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
+NORMALIZERS = [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(beta=5.0, k=2), CSLS(k=3), GloballyCorrected(), Centering()]
 #: Every other class of the catalogue, at its defaults but for at most 3 iterations (a
 #: registered method joins them).
-OTHER_NORMALISERS = [
+OTHER_NORMALIZERS = [
     cls(**({"n_iter": 3} if "n_iter" in cls().get_params() else {}))
-    for cls in catalogue.normalisers() if cls not in {type(n) for n in NORMALISERS}
+    for cls in catalogue.normalizers() if cls not in {type(n) for n in NORMALIZERS}
 ]
 
 
@@ -46,7 +46,7 @@ def data(rng):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_dask_fit_and_lazy_transform_match_numpy(client, data, estimator):
     queries, bank = data
     reference = clone(estimator).fit(bank)
@@ -76,7 +76,7 @@ FITTED_ARRAYS = ("bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(client, rng, estimator):
     # A float32 bank and a float64 gallery: NumPy computes the products in float64,
     # and so must the dask blocks (they computed them in float32).
@@ -93,7 +93,7 @@ def test_dask_embeddings_of_a_narrower_dtype_meet_the_gallery_in_its_dtype(clien
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_dask_fit_is_bitwise_the_numpy_fit(client, rng, monkeypatch, estimator):
     # Tied similarities, and leaves of 4 rows that the dask chunks (33 rows) cut.
     monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", 4)
@@ -125,7 +125,7 @@ def test_dask_bad_input_raises_at_compute(client, data):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
     queries, bank = data
     reference = clone(estimator).fit(bank)
@@ -136,8 +136,8 @@ def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-@pytest.mark.parametrize("estimator", OTHER_NORMALISERS, ids=repr)
-def test_every_other_catalogue_normaliser_fits_a_dask_bank_as_numpy(client, rng, estimator):
+@pytest.mark.parametrize("estimator", OTHER_NORMALIZERS, ids=repr)
+def test_every_other_catalogue_normalizer_fits_a_dask_bank_as_numpy(client, rng, estimator):
     """The same scores, bitwise, from a dask querybank cut into chunks that split leaves."""
     bank = np.round(rng.normal(size=(301, 40)), 2) / 4
     queries = np.round(rng.normal(size=(50, 40)), 2) / 4

@@ -5,7 +5,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from skqbnorm import (
     CSLS,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualSoftmax,
     DynamicInvertedSoftmax,
@@ -13,7 +13,7 @@ from skqbnorm import (
     KReciprocalReranker,
     NearestNeighborNormalization,
     QueryExpansionReranker,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm.catalogue import METHODS, rerankers
 
@@ -36,8 +36,8 @@ MORE_SETTINGS = [
     DynamicInvertedSoftmax(k=2),
     NearestNeighborNormalization(k=1, alpha=0.75),
     DualDynamicInvertedSoftmax(k=2),
-    SinkhornNormalisation(tau=1.0, n_iter=3),
-    DualBankSinkhornNormalisation(tau=1.0, n_iter=3),
+    SinkhornNormalization(tau=1.0, n_iter=3),
+    DualBankSinkhornNormalization(tau=1.0, n_iter=3),
     DualSoftmax(temperature=1.0),
 ]
 
@@ -47,14 +47,14 @@ def catalogue_estimators():
     rerankers: a registered method is checked without editing this file."""
     seen, estimators = set(), []
     for method in METHODS.values():
-        if method.normaliser is None:
+        if method.normalizer is None:
             continue
-        key = (method.normaliser, tuple(sorted(method.fixed)))
+        key = (method.normalizer, tuple(sorted(method.fixed)))
         if key in seen:
             continue
         seen.add(key)
-        params = {**SMALL_DATA_PARAMS.get(method.normaliser, {}), **dict(method.fixed)}
-        estimators.append(method.normaliser(**params))
+        params = {**SMALL_DATA_PARAMS.get(method.normalizer, {}), **dict(method.fixed)}
+        estimators.append(method.normalizer(**params))
     return estimators + MORE_SETTINGS + [
         reranker(**SMALL_DATA_PARAMS.get(reranker, {})) for reranker in rerankers()]
 

@@ -1,4 +1,4 @@
-"""NormalisedIndex: FAISS serves each normaliser's exact top-k (flat) or nearly (IVF, HNSW)."""
+"""NormalizedIndex: FAISS serves each normaliser's exact top-k (flat) or nearly (IVF, HNSW)."""
 
 import sys
 
@@ -12,7 +12,7 @@ from sklearn.exceptions import NotFittedError
 from skqbnorm import (
     CSLS,
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
@@ -22,10 +22,10 @@ from skqbnorm import (
     MutualProximity,
     NearestNeighborNormalization,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
     catalogue,
 )
-from skqbnorm.index import NormalisedIndex, import_faiss
+from skqbnorm.index import NormalizedIndex, import_faiss
 
 N_DIMS, N_GALLERY = 16, 3000
 
@@ -40,10 +40,10 @@ def small_data(seed=0):
     }
 
 
-def fit(normaliser, data):
-    dual = normaliser.capabilities.gallery_bank is not None
+def fit(normalizer, data):
+    dual = normalizer.capabilities.gallery_bank is not None
     extra = {"gallery_bank": data["gallery_bank"]} if dual else {}
-    return normaliser.fit(data["bank"], gallery=data["gallery"], **extra)
+    return normalizer.fit(data["bank"], gallery=data["gallery"], **extra)
 
 
 BIAS_FORM = [
@@ -52,24 +52,24 @@ BIAS_FORM = [
     DynamicInvertedSoftmax(beta=10.0, k=1),
     CSLS(k=5),
     NearestNeighborNormalization(k=5, alpha=0.75),
-    Centering(weight=0.5),
+    Centering(alpha=0.5),
     DualInvertedSoftmax(beta1=10.0, beta2=5.0),
     DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),
-    SinkhornNormalisation(tau=0.1, n_iter=50),
-    DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1),
+    SinkhornNormalization(tau=0.1, n_iter=50),
+    DualBankSinkhornNormalization(tau=0.1, n_iter=50, tol=0.1),
 ]
 RERANKED = [GloballyCorrected(), QueryBankZNorm(), MutualProximity(), DualSoftmax()]
 
 
 def test_the_lists_cover_the_catalogue():
     """Every normaliser the catalogue lists is tested here, by how it declares it is served."""
-    assert {type(n) for n in BIAS_FORM} == set(catalogue.normalisers(index="bias"))
-    assert {type(n) for n in RERANKED} == set(catalogue.normalisers(index="rerank"))
-    assert catalogue.normalisers(index=None) == []
+    assert {type(n) for n in BIAS_FORM} == set(catalogue.normalizers(index="bias"))
+    assert {type(n) for n in RERANKED} == set(catalogue.normalizers(index="rerank"))
+    assert catalogue.normalizers(index=None) == []
 
 
-def ids(normalisers):
-    return [f"{type(getattr(n, 'values', [n])[0]).__name__}-{i}" for i, n in enumerate(normalisers)]
+def ids(normalizers):
+    return [f"{type(getattr(n, 'values', [n])[0]).__name__}-{i}" for i, n in enumerate(normalizers)]
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +78,15 @@ def data():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
-def test_flat_index_equals_top_k(normaliser, data):
-    normaliser = fit(normaliser, data)
-    index = NormalisedIndex(normaliser, "Flat", n_candidates=N_GALLERY).fit()
+@pytest.mark.parametrize("normalizer", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
+def test_flat_index_equals_top_k(normalizer, data):
+    normalizer = fit(normalizer, data)
+    index = NormalizedIndex(normalizer, "Flat", n_candidates=N_GALLERY).fit()
     indices, scores = index.search(data["queries"], k=10)
-    exact_indices, exact_scores = normaliser.top_k(queries=data["queries"], k=10)
+    exact_indices, exact_scores = normalizer.top_k(queries=data["queries"], k=10)
     np.testing.assert_array_equal(indices, exact_indices)
     np.testing.assert_allclose(scores, exact_scores, rtol=1e-12, atol=1e-12)
-    assert index.bias_form_ == any(normaliser is other for other in BIAS_FORM)
+    assert index.bias_form_ == any(normalizer is other for other in BIAS_FORM)
 
 
 def test_gated_cases_take_both_stages(data):
@@ -99,25 +99,25 @@ def test_gated_cases_take_both_stages(data):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("normaliser", RERANKED, ids=ids(RERANKED))
-def test_rerank_scores_the_raw_candidates(normaliser, data):
+@pytest.mark.parametrize("normalizer", RERANKED, ids=ids(RERANKED))
+def test_rerank_scores_the_raw_candidates(normalizer, data):
     """The k best, by the normaliser's scores, of each query's 50 best raw similarities."""
-    normaliser = fit(normaliser, data)
-    index = NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
+    normalizer = fit(normalizer, data)
+    index = NormalizedIndex(normalizer, "Flat", n_candidates=50).fit()
     indices, scores = index.search(data["queries"], k=10)
-    sims = normaliser.similarities(data["queries"])
+    sims = normalizer.similarities(data["queries"])
     candidates = np.argsort(-sims, axis=1, kind="stable")[:, :50]
-    candidate_scores = np.take_along_axis(normaliser.transform(sims), candidates, axis=1)
+    candidate_scores = np.take_along_axis(normalizer.transform(sims), candidates, axis=1)
     order = np.argsort(-candidate_scores, axis=1, kind="stable")[:, :10]
     np.testing.assert_array_equal(np.sort(indices, axis=1), np.sort(np.take_along_axis(candidates, order, axis=1), axis=1))
     np.testing.assert_allclose(scores, np.take_along_axis(candidate_scores, order, axis=1), atol=1e-12)
 
 
 def test_fit_on_data_equals_prefit(data):
-    normaliser = fit(DynamicInvertedSoftmax(beta=10.0, k=1), data)
-    prefit = NormalisedIndex(normaliser).fit()
+    normalizer = fit(DynamicInvertedSoftmax(beta=10.0, k=1), data)
+    prefit = NormalizedIndex(normalizer).fit()
     unfitted = DynamicInvertedSoftmax(beta=10.0, k=1)
-    fitted_here = NormalisedIndex(unfitted).fit(data["bank"], gallery=data["gallery"])
+    fitted_here = NormalizedIndex(unfitted).fit(data["bank"], gallery=data["gallery"])
     assert not hasattr(unfitted, "activated_")  # a clone was fitted
     for left, right in zip(prefit.search(data["queries"]), fitted_here.search(data["queries"])):
         np.testing.assert_array_equal(left, right)
@@ -125,12 +125,12 @@ def test_fit_on_data_equals_prefit(data):
 
 @pytest.mark.slow
 def test_batches_and_dtype(data):
-    normaliser = fit(CSLS(k=5), data)
-    whole = NormalisedIndex(normaliser).fit().search(data["queries"], k=7)
-    batched = NormalisedIndex(normaliser, batch_size=3).fit().search(data["queries"], k=7)
+    normalizer = fit(CSLS(k=5), data)
+    whole = NormalizedIndex(normalizer).fit().search(data["queries"], k=7)
+    batched = NormalizedIndex(normalizer, batch_size=3).fit().search(data["queries"], k=7)
     for left, right in zip(whole, batched):
         np.testing.assert_array_equal(left, right)
-    indices, scores = NormalisedIndex(normaliser).fit().search(data["queries"].astype(np.float32), k=7)
+    indices, scores = NormalizedIndex(normalizer).fit().search(data["queries"].astype(np.float32), k=7)
     assert scores.dtype == np.float32
     assert (indices == whole[0]).mean() > 0.95  # float32 rounding may swap near-ties
 
@@ -138,13 +138,13 @@ def test_batches_and_dtype(data):
 @pytest.mark.slow
 def test_missing_results_are_minus_one(data):
     """An IVF search with nprobe=1 finds fewer than k items: -1, with a score of -inf."""
-    normaliser = fit(NearestNeighborNormalization(k=5), data)
-    index = NormalisedIndex(normaliser, "IVF64,Flat", nprobe=1).fit()
+    normalizer = fit(NearestNeighborNormalization(k=5), data)
+    index = NormalizedIndex(normalizer, "IVF64,Flat", nprobe=1).fit()
     indices, scores = index.search(data["queries"], k=100)
     missing = indices < 0
     assert missing.any() and (~missing).any()
     np.testing.assert_array_equal(np.isneginf(scores), missing)
-    exact = normaliser.transform(normaliser.similarities(data["queries"]))
+    exact = normalizer.transform(normalizer.similarities(data["queries"]))
     found = np.take_along_axis(exact, np.maximum(indices, 0), axis=1)
     np.testing.assert_allclose(scores[~missing], found[~missing], atol=1e-12)
     assert (scores[:, 1:] <= scores[:, :-1]).all()
@@ -152,42 +152,42 @@ def test_missing_results_are_minus_one(data):
 
 @pytest.mark.slow
 def test_search_parameters_reach_the_index(data):
-    normaliser = fit(Centering(), data)
-    ivf = NormalisedIndex(normaliser, "IVF16,Flat", nprobe=1000).fit()
+    normalizer = fit(Centering(), data)
+    ivf = NormalizedIndex(normalizer, "IVF16,Flat", nprobe=1000).fit()
     ivf.search(data["queries"][:1])
     assert faiss.extract_index_ivf(ivf.index_).nprobe == 16  # capped at the number of lists
-    hnsw = NormalisedIndex(normaliser, "HNSW8", ef_search=77).fit()
+    hnsw = NormalizedIndex(normalizer, "HNSW8", ef_search=77).fit()
     hnsw.search(data["queries"][:1])
     assert hnsw.index_.hnsw.efSearch == 77
     hnsw.set_params(ef_search=99).search(data["queries"][:1])  # no refit needed
     assert hnsw.index_.hnsw.efSearch == 99
-    trained = NormalisedIndex(normaliser, "IVF16,Flat", train_size=1000).fit()
+    trained = NormalizedIndex(normalizer, "IVF16,Flat", train_size=1000).fit()
     assert trained.index_.ntotal == N_GALLERY
 
 
 def test_errors(data):
     rng = np.random.default_rng(1)
     with pytest.raises(NotFittedError):
-        NormalisedIndex(Centering()).fit()
+        NormalizedIndex(Centering()).fit()
     with pytest.raises(NotFittedError):
-        NormalisedIndex(Centering()).search(data["queries"])
+        NormalizedIndex(Centering()).search(data["queries"])
     precomputed = Centering().fit(rng.normal(size=(20, 30)))
     with pytest.raises(ValueError, match="precomputed similarities"):
-        NormalisedIndex(precomputed).fit()
-    index = NormalisedIndex(fit(Centering(), data)).fit()
+        NormalizedIndex(precomputed).fit()
+    index = NormalizedIndex(fit(Centering(), data)).fit()
     with pytest.raises(ValueError, match=r"queries have shape \(2, 5\).*16 dimensions"):
         index.search(rng.normal(size=(2, 5)))
     for k in (0, N_GALLERY + 1, 2.0, True):
         with pytest.raises(ValueError, match="k must be an integer"):
             index.search(data["queries"], k=k)
     with pytest.raises(ValueError, match="not a FAISS index_factory string"):
-        NormalisedIndex(fit(Centering(), data), "NoSuchIndex").fit()
+        NormalizedIndex(fit(Centering(), data), "NoSuchIndex").fit()
     with pytest.raises(ValueError, match="method='empiric'"):
-        NormalisedIndex(fit(MutualProximity(method="empiric"), data)).fit()
+        NormalizedIndex(fit(MutualProximity(method="empiric"), data)).fit()
     with pytest.raises(ValueError, match="need X"):
-        NormalisedIndex(Centering()).fit(gallery=data["gallery"])
+        NormalizedIndex(Centering()).fit(gallery=data["gallery"])
     with pytest.raises(ValueError, match="n_candidates"):
-        NormalisedIndex(Centering(), n_candidates=0).fit()
+        NormalizedIndex(Centering(), n_candidates=0).fit()
 
 
 def test_missing_faiss_says_how_to_install(monkeypatch):
@@ -199,13 +199,13 @@ def test_missing_faiss_says_how_to_install(monkeypatch):
 # -- recall at the documented settings on 200,000 items ---------------------------------
 
 @pytest.mark.slow
-@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED + [CSLS(k=100)],
+@pytest.mark.parametrize("normalizer", BIAS_FORM + RERANKED + [CSLS(k=100)],
                          ids=ids(BIAS_FORM + RERANKED + [CSLS(k=100)]))
-def test_missing_results_leave_every_score_finite_or_minus_inf(normaliser, data):
+def test_missing_results_leave_every_score_finite_or_minus_inf(normalizer, data):
     """-1 slots score -inf and nothing else breaks, even where CSLS's raw top k (100
     here, more than one IVF list holds) or GC's range searches come back short."""
-    normaliser = fit(normaliser, data)
-    index = NormalisedIndex(normaliser, "IVF64,Flat", nprobe=1, n_candidates=100).fit()
+    normalizer = fit(normalizer, data)
+    index = NormalizedIndex(normalizer, "IVF64,Flat", nprobe=1, n_candidates=100).fit()
     indices, scores = index.search(data["queries"], k=100)
     missing = indices < 0
     assert missing.any() and (~missing).any()
@@ -228,10 +228,10 @@ def find_nothing_raw_for_query_0(index, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("normaliser", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
-def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
-    normaliser = fit(normaliser, data)
-    index = NormalisedIndex(normaliser, "Flat", n_candidates=50).fit()
+@pytest.mark.parametrize("normalizer", BIAS_FORM + RERANKED, ids=ids(BIAS_FORM + RERANKED))
+def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normalizer, data):
+    normalizer = fit(normalizer, data)
+    index = NormalizedIndex(normalizer, "Flat", n_candidates=50).fit()
     queries = data["queries"][:6]
     expected = index.search(queries, k=10)
     find_nothing_raw_for_query_0(index, monkeypatch)
@@ -242,14 +242,14 @@ def test_a_query_whose_raw_search_finds_nothing(monkeypatch, normaliser, data):
     assert np.isfinite(scores[0][indices[0] >= 0]).all()
 
 
-@pytest.mark.parametrize("normaliser", [DynamicInvertedSoftmax(beta=10.0, k=1), CSLS(k=3)], ids=["DIS", "CSLS"])
-def test_a_gate_leaves_raw_a_query_whose_raw_search_finds_nothing(data, normaliser, monkeypatch):
+@pytest.mark.parametrize("normalizer", [DynamicInvertedSoftmax(beta=10.0, k=1), CSLS(k=3)], ids=["DIS", "CSLS"])
+def test_a_gate_leaves_raw_a_query_whose_raw_search_finds_nothing(data, normalizer, monkeypatch):
     """No raw top-1, no open gate: the DIS serves that row's raw results (none); an
     ungated normaliser still searches the augmented vectors."""
-    index = NormalisedIndex(fit(normaliser, data), "Flat").fit()
+    index = NormalizedIndex(fit(normalizer, data), "Flat").fit()
     find_nothing_raw_for_query_0(index, monkeypatch)
     indices, scores = index.search(data["queries"][:4], k=5)
-    gated = normaliser.capabilities.gated
+    gated = normalizer.capabilities.gated
     assert (indices[0] < 0).all() == gated and np.isneginf(scores[0]).all() == gated
     assert (indices[1:] >= 0).all()
 
@@ -260,7 +260,7 @@ def test_scores_beyond_the_dtype_as_top_k_has_them():
     rng = np.random.default_rng(2)
     bank, gallery, queries = (rng.normal(size=(n, 16)).astype(np.float32) for n in (300, 500, 40))
     probability = InvertedSoftmax(metric="dot", beta=10.0, output="probability").fit(bank, gallery=gallery)
-    index = NormalisedIndex(probability, "Flat", n_candidates=500).fit()
+    index = NormalizedIndex(probability, "Flat", n_candidates=500).fit()
     with pytest.warns(RuntimeWarning, match=r"overflows float32 for some scores of X"):
         _, scores = index.search(3 * queries, k=5)
     assert (scores[:, 0] == np.finfo(np.float32).max).any()
@@ -268,4 +268,4 @@ def test_scores_beyond_the_dtype_as_top_k_has_them():
     with pytest.raises(ValueError, match=r"overflow float32, first at X row 32, gallery item 492"):
         dual_softmax.top_k(queries=queries, k=10)
     with pytest.raises(ValueError, match=r"overflow float32, first at X row 32, gallery item 492"):
-        NormalisedIndex(dual_softmax, "Flat").fit().search(queries, k=10)
+        NormalizedIndex(dual_softmax, "Flat").fit().search(queries, k=10)

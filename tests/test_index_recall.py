@@ -1,4 +1,4 @@
-"""NormalisedIndex's recall at the documented settings, on a clustered 200,000-item gallery.
+"""NormalizedIndex's recall at the documented settings, on a clustered 200,000-item gallery.
 
 Apart from ``test_index.py`` because it takes minutes: ``test_index.py`` stays a quick
 loop (and the mutation tests' selection for ``skqbnorm/index.py``).
@@ -12,7 +12,7 @@ pytest.importorskip("faiss")
 pytestmark = pytest.mark.slow  # a 200,000-item gallery: minutes, not a quick loop
 
 from skqbnorm import DynamicInvertedSoftmax, NearestNeighborNormalization
-from skqbnorm.index import NormalisedIndex
+from skqbnorm.index import NormalizedIndex
 
 
 def clustered(rng, n, centres):
@@ -37,7 +37,7 @@ def recall_at_10(found, exact):
 
 
 @pytest.mark.parametrize(
-    ("normaliser", "factory", "settings"),
+    ("normalizer", "factory", "settings"),
     [
         (NearestNeighborNormalization(k=16), "IVF1024,Flat", {"train_size": 50_000}),
         (DynamicInvertedSoftmax(beta=20.0, k=200), "IVF1024,Flat", {"train_size": 50_000}),
@@ -45,9 +45,9 @@ def recall_at_10(found, exact):
     ],
     ids=["NNN-IVF", "DIS-IVF", "NNN-HNSW"],
 )
-def test_recall_at_documented_settings(normaliser, factory, settings, large):
-    normaliser = normaliser.fit(large["bank"], gallery=large["gallery"])
-    exact, _ = normaliser.top_k(queries=large["queries"], k=10)
-    index = NormalisedIndex(normaliser, factory, **settings).fit()
+def test_recall_at_documented_settings(normalizer, factory, settings, large):
+    normalizer = normalizer.fit(large["bank"], gallery=large["gallery"])
+    exact, _ = normalizer.top_k(queries=large["queries"], k=10)
+    index = NormalizedIndex(normalizer, factory, **settings).fit()
     found, _ = index.search(large["queries"], k=10)
     assert recall_at_10(found, exact) >= 0.95

@@ -10,7 +10,7 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 
 import skqbnorm._core._trees
-import skqbnorm.normalisers._top_k
+import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
     Centering,
@@ -22,7 +22,7 @@ from skqbnorm import (
     MutualProximity,
     NearestNeighborNormalization,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm._core import (
     ColumnLogSumExp,
@@ -37,7 +37,7 @@ from skqbnorm._ranks import count_greater
 
 import reference as ref
 
-NORMALISERS = [
+NORMALIZERS = [
     InvertedSoftmax(beta=20.0),
     DynamicInvertedSoftmax(beta=20.0, k=2),
     CSLS(k=3),
@@ -62,7 +62,7 @@ def assert_all_finite(*arrays):
 
 
 @pytest.mark.parametrize("scale", [2.0**-1000, 1e-300, 1e-30, 1e30, 1e300])
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_scores_scale_with_the_similarities(rng, estimator, scale):
     # Every normaliser is scale-equivariant: scores of c * s are c times those of s,
     # with beta / c for IS and DIS. No intermediate may overflow or underflow to zero.
@@ -119,7 +119,7 @@ def test_inverted_softmax_with_a_beta_beyond_float32(rng):
 @pytest.mark.parametrize("scale", [1e200, 1e-170])
 def test_cosine_embeddings_of_any_scale(rng, scale):
     bank, gallery, queries = (rng.normal(size=(n, 6)) for n in (40, 25, 9))
-    for estimator in NORMALISERS:
+    for estimator in NORMALIZERS:
         expected = clone(estimator).fit(bank, gallery=gallery)
         fitted = clone(estimator).fit(bank * scale, gallery=gallery * scale)
         sims = fitted.similarities(queries * scale)
@@ -128,7 +128,7 @@ def test_cosine_embeddings_of_any_scale(rng, scale):
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_embeddings_in_any_layout_give_the_same_bits(rng, estimator, metric):
     # Cosine rows are normalised C-ordered: a Fortran gallery's norms summed in another
     # order, and every fitted statistic and score moved by ulps (GC's ranks by more).
@@ -145,18 +145,18 @@ def test_embeddings_in_any_layout_give_the_same_bits(rng, estimator, metric):
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
-def test_the_fitted_gallery_is_the_normalisers_own(rng, metric):
+def test_the_fitted_gallery_is_the_normalizers_own(rng, metric):
     bank, gallery, queries = rng.normal(size=(50, 6)), rng.normal(size=(20, 6)), rng.normal(size=(5, 6))
-    normaliser = InvertedSoftmax(metric=metric).fit(bank, gallery=gallery)
-    sims = normaliser.similarities(queries)
+    normalizer = InvertedSoftmax(metric=metric).fit(bank, gallery=gallery)
+    sims = normalizer.similarities(queries)
     gallery[:] = 0.0  # the caller reuses its array
-    assert_array_equal(normaliser.similarities(queries), sims)
+    assert_array_equal(normalizer.similarities(queries), sims)
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("scale", [1e-32, 1e-300])
 @pytest.mark.parametrize("make", [lambda: InvertedSoftmax(beta=20.0), lambda: DualInvertedSoftmax(),
-                                  lambda: SinkhornNormalisation(n_iter=3)],
+                                  lambda: SinkhornNormalization(n_iter=3)],
                          ids=["IS", "DBNorm", "SN"])
 def test_similarities_far_below_the_soft_maxima_keep_their_order(rng, make, scale):
     # Every soft maximum rounds to log(M) / beta: no excess is left, and the scores are
@@ -169,7 +169,7 @@ def test_similarities_far_below_the_soft_maxima_keep_their_order(rng, make, scal
 def test_float32_embeddings_near_the_float32_maximum(rng):
     # sklearn's finiteness check sums the embeddings: +inf + -inf = NaN, with a warning.
     bank, gallery, queries = (rng.normal(size=(n, 5)) for n in (30, 12, 6))
-    for estimator in NORMALISERS:
+    for estimator in NORMALIZERS:
         huge = [(a / np.abs(a).max() * 3e38).astype(np.float32) for a in (bank, gallery, queries)]
         fitted = clone(estimator).fit(huge[0], gallery=huge[1])
         expected = clone(estimator).fit(bank.astype(np.float32), gallery=gallery.astype(np.float32))
@@ -219,11 +219,11 @@ def test_a_beta_too_small_for_the_similarities_is_refused(rng):
 
 def test_probabilities_beyond_float32_are_clipped_with_a_warning(rng):
     bank = rng.normal(size=(40, 5)).astype(np.float32)
-    normaliser = InvertedSoftmax(beta=100.0, output="probability").fit(bank)
+    normalizer = InvertedSoftmax(beta=100.0, output="probability").fit(bank)
     with pytest.warns(RuntimeWarning, match="output='probability' overflows float32.*clipped"):
-        out = normaliser.transform(bank.max(axis=0, keepdims=True) + np.float32(2))  # exp(200)
+        out = normalizer.transform(bank.max(axis=0, keepdims=True) + np.float32(2))  # exp(200)
     assert (out == np.finfo(np.float32).max).all()
-    float64 = normaliser.transform(bank[:5].astype(float))
+    float64 = normalizer.transform(bank[:5].astype(float))
     expected = ref.inverted_softmax_probability(bank[:5].astype(float), bank.astype(float), 100.0)
     assert_allclose(float64, expected, rtol=1e-12)
 
@@ -265,7 +265,7 @@ def test_float32_scores_keep_the_similarities_resolution(rng, make):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
     # Similarities rounded to 3 decimals tie exactly; any split-dependent rounding
     # of the fitted state would reorder them.
@@ -408,7 +408,7 @@ READ_ONLY_CASES = [
     QueryBankZNorm(),
     MutualProximity(),
     MutualProximity(method="empiric"),
-    SinkhornNormalisation(),
+    SinkhornNormalization(),
     DualSoftmax(),
 ]
 
@@ -455,7 +455,7 @@ def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(monkeypatch, p
     # 10 rows: whole-row blocks; the overflow from the sixth on, after parts done in place
     queries = np.array([[1.0, 0.0]] * 5 + [[2e38, 0.0]] * 5, dtype=np.float32)
     if part_bytes is not None:
-        monkeypatch.setattr(skqbnorm.normalisers._top_k, "SEARCH_PART_BYTES", part_bytes)
+        monkeypatch.setattr(skqbnorm.normalizers._top_k, "SEARCH_PART_BYTES", part_bytes)
     messages = []
     for return_scores in (False, True):
         with pytest.raises(ValueError, match=r"scores of the finite similarities X overflow") as error:

@@ -49,7 +49,7 @@ PROPERTY = settings(
 FEW = settings(PROPERTY, max_examples=25)
 
 
-NORMALISERS = ["IS", "DIS", "CSLS", "GC", "CENT"]
+NORMALIZERS = ["IS", "DIS", "CSLS", "GC", "CENT"]
 
 
 #: The normalisers whose row ranking a per-row constant leaves alone (GC ranks a query
@@ -79,7 +79,7 @@ def shapes(draw, max_bank=12, max_gallery=9, max_queries=6):
     )
 
 
-def normaliser_params(draw, name, n_bank, n_gallery):
+def normalizer_params(draw, name, n_bank, n_gallery):
     """Parameters of the normaliser ``name`` valid for a bank of this shape."""
     if name in ("IS", "DIS"):
         params = {"beta": draw(st.sampled_from([0.5, 2.5, 20.0, 100.0]))}
@@ -182,10 +182,10 @@ def test_row_constant_shifts_scores_without_changing_ranking(name, data):
     # Distinct values differ by >= 1/10, far above the rounding of the sums: the shifted
     # rows keep their order and their ties exactly, and so their top-1.
     shifted = (queries + constants / 10.0).astype(dtype)
-    params = normaliser_params(data.draw, name, n_bank, n_gallery)
-    normaliser = make(name, **params).fit(bank)
+    params = normalizer_params(data.draw, name, n_bank, n_gallery)
+    normalizer = make(name, **params).fit(bank)
 
-    plain, moved = normaliser.transform(queries), normaliser.transform(shifted)
+    plain, moved = normalizer.transform(queries), normalizer.transform(shifted)
 
     difference = moved.astype(np.float64) - plain
     magnitude = params.get("beta", 1.0) * 32.0  # bounds |scores|: |s + c| <= 7
@@ -196,10 +196,10 @@ def test_row_constant_shifts_scores_without_changing_ranking(name, data):
 
 def test_row_constant_changes_gc_ranks():
     """GC is not shift-invariant (kept out of the property above on purpose)."""
-    normaliser = GloballyCorrected().fit(np.array([[0.6, 0.3], [0.6, 0.0]]))
+    normalizer = GloballyCorrected().fit(np.array([[0.6, 0.3], [0.6, 0.0]]))
     queries = np.array([[0.5, 0.2]])  # ranks 2 and 1 among the bank; shifted: 0 and 0
-    assert_array_equal(stable_ranking(normaliser.transform(queries)), [[1, 0]])
-    assert_array_equal(stable_ranking(normaliser.transform(queries + 0.5)), [[0, 1]])
+    assert_array_equal(stable_ranking(normalizer.transform(queries)), [[1, 0]])
+    assert_array_equal(stable_ranking(normalizer.transform(queries + 0.5)), [[0, 1]])
 
 
 # -- normalisers: DIS with every item activated -----------------------------------------
@@ -282,13 +282,13 @@ def chunking_case(data, name, embedding=False):
         )
         gallery = None
         queries = tied_values(data.draw, (n_queries, n_gallery), dtype)
-    params = normaliser_params(data.draw, name, n_bank, n_gallery)
+    params = normalizer_params(data.draw, name, n_bank, n_gallery)
     if embedding:
         params["metric"] = data.draw(st.sampled_from(["dot", "cosine"]))
     return bank, gallery, queries, params, chunk_settings(data.draw)
 
 
-@pytest.mark.parametrize("name", NORMALISERS)
+@pytest.mark.parametrize("name", NORMALIZERS)
 @pytest.mark.parametrize("embedding", [False, True], ids=["precomputed", "embeddings"])
 @FEW
 @given(data=st.data())
@@ -319,7 +319,7 @@ def test_embedding_products_do_not_depend_on_the_bank_split():
         assert_same_state(reference, other, f"working_memory={memory}, n_jobs={n_jobs}")
 
 
-@pytest.mark.parametrize("name", NORMALISERS)
+@pytest.mark.parametrize("name", NORMALIZERS)
 @FEW
 @given(data=st.data())
 def test_rankings_do_not_depend_on_chunks_or_jobs(name, data):
@@ -332,8 +332,8 @@ def test_rankings_do_not_depend_on_chunks_or_jobs(name, data):
     bank, _, queries, params, chunkings = chunking_case(data, name)
     expected = make(name, **params).fit(bank).transform(queries)
     for memory, n_jobs in chunkings:
-        normaliser = make(name, working_memory=memory, n_jobs=n_jobs, **params).fit(bank)
-        found = normaliser.transform(queries)
+        normalizer = make(name, working_memory=memory, n_jobs=n_jobs, **params).fit(bank)
+        found = normalizer.transform(queries)
         context = f"working_memory={memory}, n_jobs={n_jobs}"
         assert_array_equal(stable_ranking(found), stable_ranking(expected), err_msg=context)
 
@@ -352,7 +352,7 @@ def expected_top_k(scores, k):
     return order, np.take_along_axis(scores, order, axis=1)
 
 
-@pytest.mark.parametrize("name", NORMALISERS)
+@pytest.mark.parametrize("name", NORMALIZERS)
 @pytest.mark.parametrize("source", ["X", "chunks", "queries"])
 @PROPERTY
 @given(data=st.data())
@@ -368,29 +368,29 @@ def test_top_k_is_transform_then_stable_sort(name, source, data):
     """
     n_bank, n_gallery, n_queries = shapes(data.draw)
     dtype = data.draw(st.sampled_from([np.float64, np.float32]))
-    params = normaliser_params(data.draw, name, n_bank, n_gallery)
+    params = normalizer_params(data.draw, name, n_bank, n_gallery)
     memory = data.draw(st.sampled_from([TINY_MEMORY, 64 * 2.0**-20, None]))
-    normaliser = make(name, working_memory=memory, **params)
+    normalizer = make(name, working_memory=memory, **params)
     k = data.draw(st.integers(1, n_gallery))
     if source == "queries":
         n_dims = data.draw(st.integers(1, 4))
         bank = (data.draw(arrays(np.int64, (n_bank, n_dims), elements=st.integers(-8, 8))) / 8)
         gallery = data.draw(arrays(np.int64, (n_gallery, n_dims), elements=st.integers(-8, 8))) / 8
         queries = data.draw(arrays(np.int64, (n_queries, n_dims), elements=st.integers(-8, 8))) / 8
-        normaliser.set_params(metric="dot").fit(bank.astype(dtype), gallery=gallery.astype(dtype))
+        normalizer.set_params(metric="dot").fit(bank.astype(dtype), gallery=gallery.astype(dtype))
         queries = queries.astype(dtype)
-        sims = normaliser.similarities(queries)
-        indices, scores = normaliser.top_k(queries=queries, k=k)
+        sims = normalizer.similarities(queries)
+        indices, scores = normalizer.top_k(queries=queries, k=k)
     else:
-        normaliser.fit(tied_values(data.draw, (n_bank, n_gallery), dtype))
+        normalizer.fit(tied_values(data.draw, (n_bank, n_gallery), dtype))
         sims = tied_values(data.draw, (n_queries, n_gallery), dtype)
         if source == "X":
-            indices, scores = normaliser.top_k(sims, k=k)
+            indices, scores = normalizer.top_k(sims, k=k)
         else:
             shards = [sims[:, start:stop] for start, stop in column_splits(data.draw, n_gallery)]
-            indices, scores = normaliser.top_k(chunks=shards, k=k)
+            indices, scores = normalizer.top_k(chunks=shards, k=k)
 
-    expected_indices, expected_scores = expected_top_k(normaliser.transform(sims), k)
+    expected_indices, expected_scores = expected_top_k(normalizer.transform(sims), k)
     assert scores.dtype == expected_scores.dtype
     assert_array_equal(indices, expected_indices)
     assert_array_equal(scores, expected_scores)

@@ -11,7 +11,7 @@ from skqbnorm import CSLS, Centering, DynamicInvertedSoftmax, GloballyCorrected,
 
 pytestmark = pytest.mark.slow  # every chunking, thread count and shard layout: not quick
 
-NORMALISERS = [
+NORMALIZERS = [
     InvertedSoftmax(beta=5.0),
     InvertedSoftmax(beta=5.0, output="probability"),
     DynamicInvertedSoftmax(beta=5.0, k=2),
@@ -36,7 +36,7 @@ FITTED_ARRAYS = (
 
 
 
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_chunk_size_and_n_jobs_do_not_change_results(sims, leaves, estimator, dtype):
     # Bitwise: the fitted state is reduced over a fixed tree of bank rows.
@@ -57,7 +57,7 @@ def full_top_k(scores, k):
     return order, np.take_along_axis(scores, order, axis=1)
 
 
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 @pytest.mark.parametrize("k", [1, 7, 61])
 def test_top_k_equals_full_transform_then_sort(sims, estimator, k):
     queries, bank = sims
@@ -69,7 +69,7 @@ def test_top_k_equals_full_transform_then_sort(sims, estimator, k):
         assert_allclose(scores, expected_scores, rtol=1e-12)
 
 
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_top_k_with_ties_takes_lowest_indices(rng, estimator):
     bank = rng.integers(0, 3, size=(40, 30)).astype(float)
     queries = rng.integers(0, 3, size=(25, 30)).astype(float)  # many tied scores
@@ -99,7 +99,7 @@ def gallery_shards(sims, widths):
     return [sims[:, start:stop].copy() for start, stop in itertools.pairwise(bounds)]
 
 
-@pytest.mark.parametrize("estimator", NORMALISERS, ids=repr)
+@pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_top_k_from_gallery_shards_equals_full_transform(sims, estimator, dtype):
     queries, bank = (a.astype(dtype) for a in sims)

@@ -104,7 +104,7 @@ def test_sweep(case, tmp_path):
 
 def test_sweep_is_large_enough():
     assert len(CASES) >= 500
-    assert {case.area for case in CASES} == {"normalisers", "rerankers", "metrics", "cli"}
+    assert {case.area for case in CASES} == {"normalizers", "rerankers", "metrics", "cli"}
 
 
 def test_judge_rejects_an_unnamed_parameter():

@@ -16,7 +16,7 @@ import pytest
 from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 
-import skqbnorm.normalisers._top_k
+import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
     Centering,
@@ -24,7 +24,7 @@ from skqbnorm import (
     InvertedSoftmax,
     NearestNeighborNormalization,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm._core import (
     ColumnTopKMean,
@@ -180,7 +180,7 @@ def test_grouped_column_top_k_mean_reads_sorted_columns_again_in_batches(rng, mo
 
 
 def test_grouped_column_top_k_mean_reads_a_joined_matrix_from_both_sides(rng):
-    from skqbnorm.normalisers._gallery_bank import _JoinedSims
+    from skqbnorm.normalizers._gallery_bank import _JoinedSims
 
     left, right = rng.normal(size=(300, 7)), np.sort(rng.normal(size=(300, 5)), axis=0)  # right: read again
     joined = _JoinedSims(ProbeMatrix(left), ProbeMatrix(right))
@@ -257,7 +257,7 @@ def test_top_k_search_streams_the_gallery_when_whole_rows_do_not_fit(rng, monkey
     bank, gallery, queries = rng.normal(size=(60, 8)), rng.normal(size=(50, 8)), rng.normal(size=(30, 8))
     fitted = estimator.fit(bank, gallery=gallery)
     whole_rows = fitted.top_k(queries=queries, k=6)
-    monkeypatch.setattr(skqbnorm.normalisers._top_k, "MIN_WHOLE_ROWS", 10**9)
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "MIN_WHOLE_ROWS", 10**9)
     fitted.set_params(working_memory=1e-3)  # many column chunks
     streamed = fitted.top_k(queries=queries, k=6)
     assert_array_equal(streamed[0], whole_rows[0])
@@ -297,8 +297,8 @@ def test_numpy_integer_k_does_not_wrap_around(rng, k):
         DynamicInvertedSoftmax(k=2),
         InvertedSoftmax(),
         InvertedSoftmax(output="probability", beta=1.0),
-        Centering(weight=0.5),
-        SinkhornNormalisation(tau=0.5, n_iter=3),
+        Centering(alpha=0.5),
+        SinkhornNormalization(tau=0.5, n_iter=3),
         QueryBankZNorm(),
     ],
     ids=repr,

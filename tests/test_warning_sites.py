@@ -17,10 +17,10 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
 from skqbnorm import (
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     HingeReranker,
     InvertedSoftmax,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm.metrics import QueryBankWarning, querybank_diagnostics
 
@@ -50,8 +50,8 @@ def caught(category, call):
 )
 def test_sinkhorn_convergence_warning(rng, path):
     bank, cross = bank_and_cross(rng)
-    sn = SinkhornNormalisation(tau=0.01, n_iter=2)
-    dbsn = DualBankSinkhornNormalisation(tau=0.01, n_iter=2)
+    sn = SinkhornNormalization(tau=0.01, n_iter=2)
+    dbsn = DualBankSinkhornNormalization(tau=0.01, n_iter=2)
     calls = {
         "fit": lambda: sn.fit(bank),
         "fit_transform": lambda: sn.fit_transform(bank),
@@ -66,9 +66,9 @@ def test_sinkhorn_convergence_warning(rng, path):
 
 def test_probability_overflow_warning_from_transform_and_top_k(rng):
     bank = rng.normal(size=(40, 5)).astype(np.float32)
-    normaliser = InvertedSoftmax(beta=100.0, output="probability").fit(bank)
+    normalizer = InvertedSoftmax(beta=100.0, output="probability").fit(bank)
     queries = bank.max(axis=0, keepdims=True) + np.float32(2)  # exp(200) overflows float32
-    for call in (lambda: normaliser.transform(queries), lambda: normaliser.top_k(queries, k=2)):
+    for call in (lambda: normalizer.transform(queries), lambda: normalizer.top_k(queries, k=2)):
         for warning in caught(RuntimeWarning, call):
             assert warning.filename == __file__
 
@@ -113,10 +113,10 @@ def test_warnings_from_the_jobs_threads_point_at_the_caller(rng):
     # A job's thread never leaves the library: its warning names the main thread's
     # caller, which waits on the jobs (it named multiprocessing/pool.py).
     bank = rng.normal(size=(40, 50)).astype(np.float32)
-    normaliser = InvertedSoftmax(beta=100.0, output="probability", n_jobs=2, working_memory=0.001)
-    normaliser.fit(bank)
+    normalizer = InvertedSoftmax(beta=100.0, output="probability", n_jobs=2, working_memory=0.001)
+    normalizer.fit(bank)
     queries = np.repeat(bank.max(axis=0, keepdims=True) + np.float32(2), 20, axis=0)
-    for call in (lambda: normaliser.transform(queries), lambda: normaliser.top_k(queries, k=2)):
+    for call in (lambda: normalizer.transform(queries), lambda: normalizer.top_k(queries, k=2)):
         found = caught(RuntimeWarning, call)
         assert {warning.filename for warning in found} == {__file__}
 
@@ -124,14 +124,14 @@ def test_warnings_from_the_jobs_threads_point_at_the_caller(rng):
 def test_warnings_from_the_jobs_threads_of_a_caller_in_another_thread(rng):
     # The caller is a user's thread, not the main one (which waits in join()).
     bank = rng.normal(size=(40, 50)).astype(np.float32)
-    normaliser = InvertedSoftmax(beta=100.0, output="probability", n_jobs=2, working_memory=0.001)
-    normaliser.fit(bank)
+    normalizer = InvertedSoftmax(beta=100.0, output="probability", n_jobs=2, working_memory=0.001)
+    normalizer.fit(bank)
     queries = np.repeat(bank.max(axis=0, keepdims=True) + np.float32(2), 20, axis=0)
     lines = []
 
     def serve():
         lines.append(sys._getframe().f_lineno + 1)
-        normaliser.transform(queries)
+        normalizer.transform(queries)
 
     def in_a_thread():
         worker = threading.Thread(target=serve)
@@ -158,9 +158,9 @@ def test_a_warning_under_python_c_does_not_fail():
 
 def test_probability_overflow_warns_once_per_call_not_once_per_block(rng):
     bank = rng.normal(size=(40, 50)).astype(np.float32)
-    normaliser = InvertedSoftmax(beta=100.0, output="probability", working_memory=0.001).fit(bank)
+    normalizer = InvertedSoftmax(beta=100.0, output="probability", working_memory=0.001).fit(bank)
     queries = np.repeat(bank.max(axis=0, keepdims=True) + np.float32(2), 40, axis=0)  # many blocks
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("default")
-        normaliser.transform(queries)
+        normalizer.transform(queries)
     assert len([warning for warning in record if issubclass(warning.category, RuntimeWarning)]) == 1

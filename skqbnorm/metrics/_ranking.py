@@ -1,5 +1,7 @@
 """Ranking quality (average precision) and the ranking distances of Bayesian reranking."""
 
+import warnings
+
 import numpy as np
 
 from .._validation import (
@@ -11,16 +13,26 @@ from .._validation import (
     check_vector,
 )
 
-NORMALISERS = ("relevant", "truncated")
+DENOMINATORS = ("relevant", "truncated")
 
 
-def check_ap_options(n, normaliser):
+def check_ap_options(n, denominator):
     """The cut-off depth (None or an int >= 1) and AP's denominator, checked."""
-    check_option(normaliser, "normaliser", NORMALISERS)
+    check_option(denominator, "denominator", DENOMINATORS)
     return None if n is None else check_int(n, "n", low=1)
 
 
-def average_precision(scores, relevance, n=None, *, normaliser="relevant"):
+def renamed_denominator(denominator, normaliser):
+    """``denominator``, or the deprecated ``normaliser`` given in its place (with a
+    FutureWarning)."""
+    if normaliser is None:
+        return denominator
+    warnings.warn("normaliser was renamed denominator in skqbnorm 1.0 and will be removed in "
+                  "1.1; pass denominator=.", FutureWarning, stacklevel=3)
+    return normaliser
+
+
+def average_precision(scores, relevance, n=None, *, denominator="relevant", normaliser=None):
     """Average precision of the list ordered by decreasing score.
 
     ``AP@n = (1 / R_n) sum_{k <= n} rel_k * precision@k``. Tied scores are ordered
@@ -35,11 +47,13 @@ def average_precision(scores, relevance, n=None, *, normaliser="relevant"):
     n : int, default=None
         Cut-off depth, ``n >= 1`` (a depth beyond the list evaluates the whole
         list); None evaluates the whole list.
-    normaliser : {"relevant", "truncated"}, default="relevant"
+    denominator : {"relevant", "truncated"}, default="relevant"
         ``R_n``: ``"relevant"`` divides by all ``R`` relevant items in the list (so
         relevant items below the cut-off count as misses, as in TRECVID's
         inferred AP at depth n); ``"truncated"`` by ``min(R, n)``, so a perfect
         top n scores 1. The two agree when ``R <= n``.
+    normaliser : {"relevant", "truncated"}, default=None
+        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -50,7 +64,7 @@ def average_precision(scores, relevance, n=None, *, normaliser="relevant"):
     ------
     ValueError
         On non-finite scores (naming the position), labels other than 0/1, lengths
-        that differ, an empty list, ``n < 1`` or an unknown ``normaliser``.
+        that differ, an empty list, ``n < 1`` or an unknown ``denominator``.
     TypeError
         When ``n`` is not an integer (bools and floats such as 2.0 included).
 
@@ -61,16 +75,18 @@ def average_precision(scores, relevance, n=None, *, normaliser="relevant"):
     0.8333...
     >>> average_precision([0.9, 0.8, 0.7, 0.6], [0, 1, 1, 1], n=2)  # (1/2) / 3
     0.1666...
-    >>> average_precision([0.9, 0.8, 0.7, 0.6], [0, 1, 1, 1], n=2, normaliser="truncated")
+    >>> average_precision([0.9, 0.8, 0.7, 0.6], [0, 1, 1, 1], n=2, denominator="truncated")
     0.25
     """
-    depth = check_ap_options(n, normaliser)
+    denominator = renamed_denominator(denominator, normaliser)
+    depth = check_ap_options(n, denominator)
     scores, relevance = _scores_and_labels(scores, relevance)
     query = np.zeros(len(scores), dtype=np.intp)
-    return float(_average_precisions(scores, relevance, query, 1, depth, normaliser)[0])
+    return float(_average_precisions(scores, relevance, query, 1, depth, denominator)[0])
 
 
-def mean_average_precision(scores, relevance, groups, n=None, *, normaliser="relevant"):
+def mean_average_precision(scores, relevance, groups, n=None, *, denominator="relevant",
+                           normaliser=None):
     """Mean over queries of :func:`average_precision`, one query per group.
 
     Parameters
@@ -79,8 +95,10 @@ def mean_average_precision(scores, relevance, groups, n=None, *, normaliser="rel
         Scores and relevance of every item of every query's list.
     groups : array-like of shape (n_items,)
         The query each item belongs to (any sortable labels without NaN).
-    n, normaliser
+    n, denominator
         As in :func:`average_precision`.
+    normaliser : {"relevant", "truncated"}, default=None
+        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -94,7 +112,8 @@ def mean_average_precision(scores, relevance, groups, n=None, *, normaliser="rel
     >>> mean_average_precision([3, 2, 1, 3, 2, 1], [1, 0, 0, 0, 0, 1], [0, 0, 0, 1, 1, 1])
     0.6666...
     """
-    return float(np.mean(average_precisions(scores, relevance, groups, n, normaliser=normaliser)))
+    denominator = renamed_denominator(denominator, normaliser)
+    return float(np.mean(average_precisions(scores, relevance, groups, n, denominator=denominator)))
 
 
 def _scores_and_labels(scores, relevance):
@@ -102,7 +121,8 @@ def _scores_and_labels(scores, relevance):
     return scores, check_labels(relevance, "relevance", len(scores))
 
 
-def average_precisions(scores, relevance, groups, n=None, *, normaliser="relevant"):
+def average_precisions(scores, relevance, groups, n=None, *, denominator="relevant",
+                       normaliser=None):
     """Average precision of every query's list: the terms of :func:`mean_average_precision`.
 
     For a paired comparison of two rankings of the same lists (e.g. before and
@@ -114,8 +134,10 @@ def average_precisions(scores, relevance, groups, n=None, *, normaliser="relevan
         Scores and relevance of every item of every query's list.
     groups : array-like of shape (n_items,)
         The query each item belongs to (any sortable labels of one kind, without NaN).
-    n, normaliser
+    n, denominator
         As in :func:`average_precision`.
+    normaliser : {"relevant", "truncated"}, default=None
+        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -128,10 +150,11 @@ def average_precisions(scores, relevance, groups, n=None, *, normaliser="relevan
     >>> average_precisions([3, 2, 1, 3, 2, 1], [1, 0, 0, 0, 0, 1], ["b", "b", "b", "a", "a", "a"])
     array([0.3333..., 1.        ])
     """
-    depth = check_ap_options(n, normaliser)
+    denominator = renamed_denominator(denominator, normaliser)
+    depth = check_ap_options(n, denominator)
     scores, relevance = _scores_and_labels(scores, relevance)
     labels, query = _query_numbers(groups, len(scores))
-    return _average_precisions(scores, relevance, query, len(labels), depth, normaliser)
+    return _average_precisions(scores, relevance, query, len(labels), depth, denominator)
 
 
 def _query_numbers(groups, n_items):
@@ -148,7 +171,7 @@ def _query_numbers(groups, n_items):
     return labels, query
 
 
-def _average_precisions(scores, relevance, query, n_queries, depth, normaliser):
+def _average_precisions(scores, relevance, query, n_queries, depth, denominator):
     """AP of every query's list at once; ``query`` numbers each item's query from 0."""
     order = np.lexsort((relevance, -scores, query))  # by query, score, irrelevant first
     query, hits = query[order], relevance[order]
@@ -161,7 +184,7 @@ def _average_precisions(scores, relevance, query, n_queries, depth, normaliser):
     precisions = found_in_list[counted] / (position[counted] + 1)
     sums = np.bincount(query[counted], weights=precisions, minlength=n_queries)
     n_relevant = np.bincount(query, weights=hits, minlength=n_queries)
-    if normaliser == "truncated" and depth is not None:
+    if denominator == "truncated" and depth is not None:
         n_relevant = np.minimum(n_relevant, depth)
     return np.divide(sums, n_relevant, out=np.zeros(n_queries), where=n_relevant > 0)
 

@@ -3,7 +3,7 @@
 from sklearn.utils.metadata_routing import MetadataRequest
 
 from .._validation import check_option
-from ._ranking import check_ap_options, mean_average_precision
+from ._ranking import check_ap_options, mean_average_precision, renamed_denominator
 from ._retrieval import TIES, retrieval_metrics
 
 _SCORES = ("R@1", "R@5", "R@10", "R@50", "geometric_mean")
@@ -90,13 +90,13 @@ class MAPScorer:
     ----------
     n : int, default=None
         Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
-    normaliser : {"relevant", "truncated"}, default="relevant"
+    denominator : {"relevant", "truncated"}, default="relevant"
         AP's denominator (see :func:`~skqbnorm.metrics.average_precision`).
     """
 
-    def __init__(self, n=None, normaliser="relevant"):
-        self.n = check_ap_options(n, normaliser)
-        self.normaliser = normaliser
+    def __init__(self, n=None, denominator="relevant"):
+        self.n = check_ap_options(n, denominator)
+        self.denominator = denominator
 
     def __call__(self, estimator, X, y, relevance=None, groups=None):
         if relevance is None:
@@ -108,7 +108,7 @@ class MAPScorer:
             )
         scores = estimator.fit_predict(X, y, groups=groups)
         groups = [0] * len(scores) if groups is None else groups
-        return mean_average_precision(scores, relevance, groups, self.n, normaliser=self.normaliser)
+        return mean_average_precision(scores, relevance, groups, self.n, denominator=self.denominator)
 
     def get_metadata_routing(self):
         request = MetadataRequest(owner=self)
@@ -117,10 +117,10 @@ class MAPScorer:
         return request
 
     def __repr__(self):
-        return f"make_map_scorer(n={self.n!r}, normaliser={self.normaliser!r})"
+        return f"make_map_scorer(n={self.n!r}, denominator={self.denominator!r})"
 
 
-def make_map_scorer(n=None, *, normaliser="relevant"):
+def make_map_scorer(n=None, *, denominator="relevant", normaliser=None):
     """A MAP scorer for ``GridSearchCV`` over rerankers, with whole queries per fold.
 
     Needs scikit-learn's metadata routing
@@ -134,8 +134,10 @@ def make_map_scorer(n=None, *, normaliser="relevant"):
     ----------
     n : int, default=None
         Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
-    normaliser : {"relevant", "truncated"}, default="relevant"
+    denominator : {"relevant", "truncated"}, default="relevant"
         AP's denominator.
+    normaliser : {"relevant", "truncated"}, default=None
+        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -144,7 +146,7 @@ def make_map_scorer(n=None, *, normaliser="relevant"):
     Raises
     ------
     ValueError, TypeError
-        At once, for an unknown ``normaliser`` or an ``n`` that is not an integer
+        At once, for an unknown ``denominator`` or an ``n`` that is not an integer
         ``>= 1`` (bools and floats included).
 
     Examples
@@ -165,4 +167,4 @@ def make_map_scorer(n=None, *, normaliser="relevant"):
     >>> search.best_params_["c"] in (0.01, 1.0, 100.0)
     True
     """
-    return MAPScorer(n, normaliser=normaliser)
+    return MAPScorer(n, denominator=renamed_denominator(denominator, normaliser))

@@ -9,12 +9,22 @@ from joblib import Parallel, delayed
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Hidden, StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
-from ._graph import affinity, degrees, laplacian, one_thread, pair_laplacian, thread_limit
+from ._graph import (
+    OLD_LAPLACIAN_SPELLINGS,
+    affinity,
+    degrees,
+    is_normalized,
+    laplacian,
+    one_thread,
+    pair_laplacian,
+    thread_limit,
+    warn_of_old_spelling,
+)
 from ._pairs import select_pairs
 from ._solvers import (
     TOLERANCE,
@@ -103,6 +113,7 @@ class BayesianReranker(BaseEstimator):
         self : object
             Fitted reranker, with ``scores_`` and per-list diagnostics.
         """
+        warn_of_old_spelling(getattr(self, "laplacian", None))
         X, y, lists = self._lists(X, y, groups)
         states = self._random_states(len(lists))
         results = Parallel(n_jobs=self.n_jobs)(
@@ -254,13 +265,13 @@ class BayesianReranker(BaseEstimator):
             return 1.0 - (rankdata(-scores, method="average") - 1) / len(scores)
         return (rankdata(-scores, method="min") - 1 < self.n_positive).astype(float)
 
-    def _prior(self, weights, normalised=False):
-        return laplacian(weights, normalised=normalised)
+    def _prior(self, weights, normalized=False):
+        return laplacian(weights, normalized=normalized)
 
     @staticmethod
-    def _null(weights, normalised):
+    def _null(weights, normalized):
         """Per-component null vector of the prior: ones, or ``sqrt(d)`` (isolated items: 1)."""
-        if not normalised:
+        if not normalized:
             return np.ones(weights.shape[0])
         degree = degrees(weights)
         return np.where(degree > 0, np.sqrt(degree), 1.0)
@@ -334,7 +345,8 @@ class PairwiseReranker(BayesianReranker):
 
     _parameter_constraints: dict = {
         **BayesianReranker._parameter_constraints,
-        "laplacian": [StrOptions({"unnormalised", "normalised"})],
+        "laplacian": [StrOptions({"unnormalized", "normalized"}),
+                      Hidden(StrOptions(set(OLD_LAPLACIAN_SPELLINGS)))],
         "pairs": [StrOptions({"all", "rho_adjacent", "top_bottom", "clustering"})],
         "rho": [Interval(Integral, 1, None, closed="left")],
         "n_top": [Interval(Integral, 1, None, closed="left")],
@@ -375,12 +387,12 @@ class PairwiseReranker(BayesianReranker):
         """What a list's energy leaves free, found once per list (see ``ListComponents``)."""
         joined = prior + pair_laplacian(pairs, np.ones(len(pairs[0])), prior.shape[0])
         label = components(joined)
-        null = self._null(weights, self._normalised())
+        null = self._null(weights, self._normalized())
         free, direction = free_directions(label, pairs, components(prior), null)
         return ListComponents(label, paired_components(label, pairs), free, direction, null)
 
-    def _normalised(self):
-        return self.laplacian == "normalised"
+    def _normalized(self):
+        return is_normalized(self.laplacian)
 
     def _closed_form(self, parts, prior, pairs, strength, pull, kappa, start):
         """Solve ``(L + kappa L_pairs(strength)) r = kappa pull``, the minimiser of the

@@ -1,10 +1,10 @@
 """Baseline rerankers: point-wise distance and random walk."""
 
 import numpy as np
-from sklearn.utils._param_validation import StrOptions
+from sklearn.utils._param_validation import Hidden, StrOptions
 
 from ._base import BayesianReranker, score_scale, trace_or_one
-from ._graph import degrees, laplacian, quadratic_form
+from ._graph import OLD_LAPLACIAN_SPELLINGS, degrees, is_normalized, laplacian, quadratic_form
 from ._solvers import solve_anchored
 
 
@@ -41,7 +41,7 @@ class PointwiseReranker(BayesianReranker):
         Neighbours per sample for ``graph="knn"``.
     sigma : float or "median", default="median"
         Gaussian kernel width; ``"median"`` is the median edge length.
-    laplacian : {"unnormalised", "normalised"}, default="unnormalised"
+    laplacian : {"unnormalized", "normalized"}, default="unnormalized"
         The prior's Laplacian.
     initial : {"scores", "minmax", "rank", "binary"}, default="scores"
         The prior ranking, as in :class:`HingeReranker`.
@@ -76,23 +76,24 @@ class PointwiseReranker(BayesianReranker):
 
     _parameter_constraints: dict = {
         **BayesianReranker._parameter_constraints,
-        "laplacian": [StrOptions({"unnormalised", "normalised"})],
+        "laplacian": [StrOptions({"unnormalized", "normalized"}),
+                      Hidden(StrOptions(set(OLD_LAPLACIAN_SPELLINGS)))],
     }
 
     def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median",
-                 laplacian="unnormalised", initial="scores", n_positive=10, n_jobs=None):
+                 laplacian="unnormalized", initial="scores", n_positive=10, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
                          n_positive=n_positive, n_jobs=n_jobs)
         self.laplacian = laplacian
 
     def _solve(self, weights, initial, features, random_state):
-        normalised = self.laplacian == "normalised"
-        prior = self._prior(weights, normalised)
+        normalized = is_normalized(self.laplacian)
+        prior = self._prior(weights, normalized)
         magnitude, _, spread = score_scale(initial)
         target = initial / magnitude
         mean_degree = trace_or_one(prior) / len(target)
         scores, info = solve_anchored(prior / mean_degree, np.ones(len(target)), target, self.c,
-                                      null=self._null(weights, normalised))
+                                      null=self._null(weights, normalized))
         info["objective"] = pointwise_energy(prior, scores, target, self.c) / (spread or 1.0) ** 2
         return magnitude * scores, info
 
@@ -190,5 +191,5 @@ def random_walk_energy(weights, scores, initial, c):
     linked = degree > 0
     per_degree = np.divide(scores, degree, out=np.zeros_like(scores), where=linked)
     fidelity = ((scores - initial)[linked] ** 2 / degree[linked]).sum()
-    normaliser = (1 / degree[linked]).sum() if linked.any() else 1.0
-    return (quadratic_form(laplacian(weights), per_degree) + c * fidelity) / normaliser
+    normalizer = (1 / degree[linked]).sum() if linked.any() else 1.0
+    return (quadratic_form(laplacian(weights), per_degree) + c * fidelity) / normalizer

@@ -45,7 +45,7 @@ class RerankerCV(BaseEstimator):
         reranked as two lists.
     n : int, default=None
         Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
-    normaliser : {"relevant", "truncated"}, default="relevant"
+    denominator : {"relevant", "truncated"}, default="relevant"
         AP's denominator (see :func:`~skqbnorm.metrics.average_precision`).
     n_jobs : int, default=None
         Lists reranked in parallel (joblib); None means 1.
@@ -95,17 +95,17 @@ class RerankerCV(BaseEstimator):
         "cs": ["array-like"],
         "cv": [Interval(Integral, 2, None, closed="left"), HasMethods(["split"])],
         "n": [Interval(Integral, 1, None, closed="left"), None],
-        "normaliser": [StrOptions({"relevant", "truncated"})],
+        "denominator": [StrOptions({"relevant", "truncated"})],
         "n_jobs": [Integral, None],
     }
 
     def __init__(self, estimator=None, *, cs=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0), cv=5,
-                 n=None, normaliser="relevant", n_jobs=None):
+                 n=None, denominator="relevant", n_jobs=None):
         self.estimator = estimator
         self.cs = cs
         self.cv = cv
         self.n = n
-        self.normaliser = normaliser
+        self.denominator = denominator
         self.n_jobs = n_jobs
 
     @_fit_context(prefer_skip_nested_validation=False)
@@ -128,7 +128,7 @@ class RerankerCV(BaseEstimator):
         self : object
         """
         cs = self._checked_cs()
-        check_ap_options(self.n, self.normaliser)
+        check_ap_options(self.n, self.denominator)
         reranker = HingeReranker() if self.estimator is None else clone(self.estimator)
         reranker._validate_params()
         if groups is None:
@@ -148,7 +148,7 @@ class RerankerCV(BaseEstimator):
         )
         self.average_precisions_ = np.array([
             average_precisions(np.concatenate([path[k][0] for path in paths]), relevance[order],
-                               members[order], self.n, normaliser=self.normaliser)
+                               members[order], self.n, denominator=self.denominator)
             for k in range(len(cs))
         ])
         self.cv_results_ = cv_results(cs, self.average_precisions_, folds)

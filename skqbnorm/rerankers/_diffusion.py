@@ -101,7 +101,7 @@ class DiffusionReranker(NeighbourhoodReranker):
         self.n_jobs = n_jobs
 
     def _rerank_list(self, features, initial):
-        weights = normalised_affinity(mutual_affinity(unit_rows(features), self.n_neighbors,
+        weights = normalized_affinity(mutual_affinity(unit_rows(features), self.n_neighbors,
                                                       self.gamma))
         system = (sparse.identity(len(initial)) - self.alpha * weights).tocsr()
         return conjugate_gradients(system, self._source(initial), None)
@@ -142,7 +142,7 @@ def mutual_affinity(unit, n_neighbors, gamma):
     return mutual
 
 
-def normalised_affinity(affinity):
+def normalized_affinity(affinity):
     """``D^-1/2 A D^-1/2``, 0 on the rows and columns of isolated items."""
     degree = degrees(affinity)
     inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=degree > 0)

@@ -7,6 +7,7 @@ the graph of ``sigma="median"`` is the same, to rounding, for features multiplie
 any positive factor.
 """
 
+import warnings
 from contextlib import nullcontext
 from functools import cache
 
@@ -196,16 +197,33 @@ def degrees(weights):
     return np.asarray(weights.sum(axis=1)).ravel()
 
 
-def laplacian(weights, *, normalised=False):
+#: ``laplacian``'s values as spelt before 1.0, accepted with a FutureWarning until 1.1.
+OLD_LAPLACIAN_SPELLINGS = {"unnormalised": "unnormalized", "normalised": "normalized"}
+
+
+def is_normalized(kind):
+    """Whether the ``laplacian`` option ``kind`` asks for the normalised Laplacian."""
+    return OLD_LAPLACIAN_SPELLINGS.get(kind, kind) == "normalized"
+
+
+def warn_of_old_spelling(kind):
+    """A FutureWarning when ``kind`` is a ``laplacian`` value as spelt before 1.0."""
+    if kind in OLD_LAPLACIAN_SPELLINGS:
+        warnings.warn(f"laplacian={kind!r} is spelt {OLD_LAPLACIAN_SPELLINGS[kind]!r} since "
+                      "skqbnorm 1.0; the old spelling will be removed in 1.1.", FutureWarning,
+                      stacklevel=4)
+
+
+def laplacian(weights, *, normalized=False):
     """``L = D - W``, or ``I - D^-1/2 W D^-1/2`` with zero rows for isolated items.
 
-    ``r^T L r`` is ``1/2 sum_ij w_ij (r_i - r_j)^2``, or with ``normalised``
+    ``r^T L r`` is ``1/2 sum_ij w_ij (r_i - r_j)^2``, or with ``normalized``
     ``1/2 sum_ij w_ij (r_i / sqrt(d_i) - r_j / sqrt(d_j))^2``. An isolated item
     (``d_i = 0``) has no term in either sum, hence a zero row and column: ``D^-1/2``
     is taken as 0 there and the identity's entry dropped.
     """
     degree = degrees(weights)
-    if not normalised:
+    if not normalized:
         return (sparse.diags(degree) - weights).tocsr()
     linked = degree > 0
     inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=linked)

@@ -72,7 +72,7 @@ class HingeReranker(PairwiseReranker):
         Neighbours per sample for ``graph="knn"``.
     sigma : float or "median", default="median"
         Gaussian kernel width; ``"median"`` is the median edge length.
-    laplacian : {"unnormalised", "normalised"}, default="unnormalised"
+    laplacian : {"unnormalized", "normalized"}, default="unnormalized"
         Prior ``sum w_ij (r_i - r_j)^2 / 2`` or its degree-normalised form.
     pairs : {"rho_adjacent", "all", "top_bottom", "clustering"}, default="rho_adjacent"
         Pair selection: pairs at most ``rho`` positions apart in the initial list;
@@ -141,7 +141,7 @@ class HingeReranker(PairwiseReranker):
     }
 
     def __init__(self, c=1.0, *, margin=1.0, graph="knn", n_neighbors=10, sigma="median",
-                 laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
+                 laplacian="unnormalized", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
                  n_clusters=3, initial="scores", n_positive=10, eps_abs=1e-7, eps_rel=1e-7,
                  max_iter=20000, random_state=None, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, laplacian=laplacian,
@@ -159,7 +159,7 @@ class HingeReranker(PairwiseReranker):
                 "tolerance; set eps_abs > 0 or eps_rel > 0."
             )
         high, low = pairs = self._pairs(features, initial, random_state)
-        prior = self._prior(weights, self._normalised())
+        prior = self._prior(weights, self._normalized())
         magnitude, _, _ = score_scale(initial)
         scaled = initial / magnitude
         parts = self._components(weights, prior, pairs)

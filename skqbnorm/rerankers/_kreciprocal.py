@@ -112,7 +112,7 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     neighbours, _, least = most_similar(unit, max(k1 + 1, k2), query=query)
     largest = 2.0 - 2.0 * least  # each row's largest distance
 
-    def normalised_distances(rows, cols):
+    def normalized_distances(rows, cols):
         distances = 2.0 - 2.0 * node_similarities(unit, rows, cols, query=query)
         return np.divide(distances, largest[rows], out=np.zeros_like(distances),
                          where=largest[rows] > 0)
@@ -127,7 +127,7 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     chosen = sparse.csr_matrix((np.ones(taken.sum()), (shared.row[taken], shared.col[taken])),
                                shape=(n_nodes, n_nodes))
     expanded = (reciprocal + chosen @ half_sets).tocoo()
-    weights = np.exp(-normalised_distances(expanded.row, expanded.col))
+    weights = np.exp(-normalized_distances(expanded.row, expanded.col))
     totals = np.bincount(expanded.row, weights, minlength=n_nodes)
     encoding = sparse.csr_matrix((weights / totals[expanded.row], (expanded.row, expanded.col)),
                                  shape=(n_nodes, n_nodes))
@@ -143,7 +143,7 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
                           minlength=n_nodes)
     jaccard = 1.0 - overlap / (2.0 - overlap)
     items = np.arange(1, n_nodes)
-    original = normalised_distances(np.zeros(len(items), dtype=np.intp), items)
+    original = normalized_distances(np.zeros(len(items), dtype=np.intp), items)
     return (1.0 - lambda_value) * jaccard[1:] + lambda_value * original
 
 

@@ -58,7 +58,7 @@ class PreferenceStrengthReranker(PairwiseReranker):
         Neighbours per sample for ``graph="knn"``.
     sigma : float or "median", default="median"
         Gaussian kernel width; ``"median"`` is the median edge length.
-    laplacian : {"unnormalised", "normalised"}, default="unnormalised"
+    laplacian : {"unnormalized", "normalized"}, default="unnormalized"
         Prior ``sum w_ij (r_i - r_j)^2 / 2`` or its degree-normalised form.
     pairs : {"rho_adjacent", "all", "top_bottom", "clustering"}, default="rho_adjacent"
         Pair selection, as in :class:`HingeReranker`.
@@ -109,7 +109,7 @@ class PreferenceStrengthReranker(PairwiseReranker):
     """
 
     def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median",
-                 laplacian="unnormalised", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
+                 laplacian="unnormalized", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,
                  n_clusters=3, initial="rank", n_positive=10, random_state=None, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, laplacian=laplacian,
                          pairs=pairs, rho=rho, n_top=n_top, n_bottom=n_bottom, n_clusters=n_clusters,
@@ -118,8 +118,8 @@ class PreferenceStrengthReranker(PairwiseReranker):
     def _solve(self, weights, initial, features, random_state):
         n_items = len(initial)
         high, low = pairs = self._pairs(features, initial, random_state)
-        normalised = self.laplacian == "normalised"
-        scaled, standard, to_scores = standardise(initial, centre=not normalised)
+        normalized = self.laplacian == "normalized"
+        scaled, standard, to_scores = standardise(initial, centre=not normalized)
         with np.errstate(divide="ignore", over="ignore"):  # gaps from before any centring
             alpha = scaled.std() / (scaled[high] - scaled[low])
             strength = alpha**2
@@ -130,7 +130,7 @@ class PreferenceStrengthReranker(PairwiseReranker):
                 "range. Gaps must be at least 1e-150 times the standard deviation; use "
                 "initial='rank' for scores with near-ties."
             )
-        prior = self._prior(weights, normalised)
+        prior = self._prior(weights, normalized)
         pull = np.bincount(high, alpha, n_items) - np.bincount(low, alpha, n_items)
         # 2 (L / tr(L) + c g^2/|S| L_pairs) r = 2 c g^2/|S| pull, times tr(L):
         # (L + kappa L_pairs) r = kappa pull with kappa = c g^2 tr(L) / |S|.

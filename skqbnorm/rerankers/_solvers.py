@@ -119,7 +119,7 @@ def factorised(system):
         raise ValueError(
             f"The reranking system of a list of {system.shape[0]} samples is singular "
             f"({error}): its energy leaves the scores free in a direction not pinned. "
-            "Try laplacian='unnormalised' or another pair strategy."
+            "Try laplacian='unnormalized' or another pair strategy."
         ) from error
 
 

@@ -62,6 +62,6 @@ def test_in_domain_querybank_helps_on_wordnet():
     data = load_wordnet_revdict()
     sims = data.query_embeddings @ data.gallery_embeddings.T
     raw = retrieval_metrics(sims, data.query_gt)["R@1"]
-    for normaliser in (InvertedSoftmax(), DynamicInvertedSoftmax()):
-        normaliser.fit(data.bank_embeddings, gallery=data.gallery_embeddings)
-        assert retrieval_metrics(normaliser.transform(sims), data.query_gt)["R@1"] > raw + 1
+    for normalizer in (InvertedSoftmax(), DynamicInvertedSoftmax()):
+        normalizer.fit(data.bank_embeddings, gallery=data.gallery_embeddings)
+        assert retrieval_metrics(normalizer.transform(sims), data.query_gt)["R@1"] > raw + 1

@@ -48,8 +48,8 @@ def test_hinge_and_preference_by_hand():
 def test_average_precision_by_hand():
     assert_allclose(average_precision([4, 3, 2, 1], [0, 1, 0, 1]), (1 / 2 + 2 / 4) / 2)
     assert_allclose(average_precision([4, 3, 2, 1], [0, 1, 0, 1], n=2), (1 / 2) / 2)
-    assert_allclose(average_precision([4, 3, 2, 1], [0, 1, 0, 1], n=2, normaliser="truncated"), (1 / 2) / 2)
-    assert_allclose(average_precision([4, 3, 2, 1], [1, 0, 0, 1], n=1, normaliser="truncated"), 1.0)
+    assert_allclose(average_precision([4, 3, 2, 1], [0, 1, 0, 1], n=2, denominator="truncated"), (1 / 2) / 2)
+    assert_allclose(average_precision([4, 3, 2, 1], [1, 0, 0, 1], n=1, denominator="truncated"), 1.0)
     assert average_precision([1, 2], [0, 0]) == 0.0
 
 
@@ -76,8 +76,8 @@ def test_mean_average_precision_over_groups():
 def test_ranking_metric_errors():
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         average_precision([1, 2, 3], [1, 0])
-    with pytest.raises(ValueError, match="normaliser must be"):
-        average_precision([1, 2], [1, 0], normaliser="all")
+    with pytest.raises(ValueError, match="denominator must be"):
+        average_precision([1, 2], [1, 0], denominator="all")
     with pytest.raises(ValueError, match=r"n must be >= 1; got n=0"):
         average_precision([1, 2], [1, 0], n=0)
 
@@ -85,12 +85,12 @@ def test_ranking_metric_errors():
 DISTANCES = (discordant_pairs, hinge_distance, preference_strength_distance, pointwise_distance)
 
 
-def plain_average_precision(scores, relevance, n=None, normaliser="relevant"):
+def plain_average_precision(scores, relevance, n=None, denominator="relevant"):
     """AP over the list sorted by score, irrelevant items first among ties."""
     items = sorted(range(len(scores)), key=lambda j: (-scores[j], bool(relevance[j])))
     depth = len(items) if n is None else n
     n_relevant = sum(bool(r) for r in relevance)
-    if normaliser == "truncated":
+    if denominator == "truncated":
         n_relevant = min(n_relevant, depth)
     found, total = 0, 0.0
     for position, j in enumerate(items[:depth], start=1):
@@ -114,10 +114,10 @@ SCORES = [6, 5, 4, 3, 2, 1]
         ([0, 1, 1, 1, 0, 1], None, (1 / 2 + 2 / 3 + 3 / 4 + 4 / 6) / 4, None),
     ],
 )
-def test_ap_normalisers_by_hand(relevance, n, relevant_ap, truncated_ap):
+def test_ap_denominators_by_hand(relevance, n, relevant_ap, truncated_ap):
     truncated_ap = relevant_ap if truncated_ap is None else truncated_ap
     assert average_precision(SCORES, relevance, n) == pytest.approx(relevant_ap)
-    got = average_precision(SCORES, relevance, n, normaliser="truncated")
+    got = average_precision(SCORES, relevance, n, denominator="truncated")
     assert got == pytest.approx(truncated_ap)
 
 
@@ -125,7 +125,7 @@ def test_ap_depth_beyond_the_list_is_the_whole_list():
     relevance = [0, 1, 1, 0, 0, 1]
     whole = average_precision(SCORES, relevance)
     assert average_precision(SCORES, relevance, n=6) == whole
-    assert average_precision(SCORES, relevance, n=50, normaliser="truncated") == whole
+    assert average_precision(SCORES, relevance, n=50, denominator="truncated") == whole
 
 
 def test_ap_matches_a_plain_loop_with_ties(rng):
@@ -134,10 +134,10 @@ def test_ap_matches_a_plain_loop_with_ties(rng):
         scores = rng.integers(0, 4, size).astype(float)
         relevance = rng.random(size) < 0.4
         for n in (None, 1, 2, 5):
-            for normaliser in ("relevant", "truncated"):
+            for denominator in ("relevant", "truncated"):
                 assert_allclose(
-                    average_precision(scores, relevance, n, normaliser=normaliser),
-                    plain_average_precision(scores, relevance, n, normaliser),
+                    average_precision(scores, relevance, n, denominator=denominator),
+                    plain_average_precision(scores, relevance, n, denominator),
                 )
 
 
@@ -148,14 +148,14 @@ def test_map_over_interleaved_groups_matches_per_query_loops(rng):
         relevance = rng.random(size) < 0.4
         groups = rng.choice(np.array(["b", "a", "c", "d"]), size)  # items of a query scattered
         for n in (None, 1, 3):
-            for normaliser in ("relevant", "truncated"):
+            for denominator in ("relevant", "truncated"):
                 expected = np.mean([
                     plain_average_precision(
-                        list(scores[groups == g]), list(relevance[groups == g]), n, normaliser
+                        list(scores[groups == g]), list(relevance[groups == g]), n, denominator
                     )
                     for g in np.unique(groups)
                 ])
-                got = mean_average_precision(scores, relevance, groups, n, normaliser=normaliser)
+                got = mean_average_precision(scores, relevance, groups, n, denominator=denominator)
                 assert_allclose(got, expected)
 
 
@@ -205,8 +205,8 @@ def test_ap_argument_errors():
         mean_average_precision([3, 2, 1], [1, 0, 1], [0, 0])
     with pytest.raises(ValueError, match=r"groups must not hold NaN; groups\[2\] is nan"):
         mean_average_precision([3, 2, 1], [1, 0, 1], [0.0, 1.0, np.nan])
-    with pytest.raises(ValueError, match=r"normaliser must be one of \('relevant', 'truncated'\)"):
-        mean_average_precision([3, 2, 1], [1, 0, 1], [0, 0, 0], normaliser="x")
+    with pytest.raises(ValueError, match=r"denominator must be one of \('relevant', 'truncated'\)"):
+        mean_average_precision([3, 2, 1], [1, 0, 1], [0, 0, 0], denominator="x")
 
 
 # -- ranking distances ----------------------------------------------------------------------

@@ -22,9 +22,9 @@ def test_scorer_uses_its_tie_convention():
 
 
 def test_scorer_arguments_are_checked_at_construction():
-    normalisers = r"normaliser must be one of \('relevant', 'truncated'\); got normaliser='x'"
-    with pytest.raises(ValueError, match=normalisers):
-        make_map_scorer(normaliser="x")
+    denominators = r"denominator must be one of \('relevant', 'truncated'\); got denominator='x'"
+    with pytest.raises(ValueError, match=denominators):
+        make_map_scorer(denominator="x")
     with pytest.raises(ValueError, match="n must be >= 1; got n=0"):
         make_map_scorer(n=0)
     with pytest.raises(ValueError, match="metric must be one of .*got metric='MdR'"):

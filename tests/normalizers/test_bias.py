@@ -6,52 +6,52 @@ import pytest
 from skqbnorm import (
     CSLS,
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
     NearestNeighborNormalization,
-    SinkhornNormalisation,
+    SinkhornNormalization,
     catalogue,
 )
-from skqbnorm.normalisers._bias import BiasFormMixin
+from skqbnorm.normalizers._bias import BiasFormMixin
 
 from helpers import stable_ranking as ranking
 
 N_DIMS = 8
 
 
-def bias_form_normalisers():
+def bias_form_normalizers():
     return [
         InvertedSoftmax(beta=10.0),
         InvertedSoftmax(beta=10.0, output="probability"),
         DynamicInvertedSoftmax(beta=10.0, k=1),
         CSLS(k=5),
         NearestNeighborNormalization(k=5, alpha=0.75),
-        Centering(weight=0.5),
+        Centering(alpha=0.5),
         DualInvertedSoftmax(beta1=10.0, beta2=5.0),
         DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1),
-        SinkhornNormalisation(tau=0.1, n_iter=50),
-        DualBankSinkhornNormalisation(tau=0.1, n_iter=50, tol=0.1),
+        SinkhornNormalization(tau=0.1, n_iter=50),
+        DualBankSinkhornNormalization(tau=0.1, n_iter=50, tol=0.1),
     ]
 
 
 # (normaliser, whether it is fitted with a gallery bank)
-CASES = [(n, n.capabilities.gallery_bank is not None) for n in bias_form_normalisers()]
+CASES = [(n, n.capabilities.gallery_bank is not None) for n in bias_form_normalizers()]
 CASES.append((DualDynamicInvertedSoftmax(beta1=10.0, beta2=5.0, k=1), False))
 IDS = [f"{type(n).__name__}-{i}" for i, (n, _) in enumerate(CASES)]
 
 
 def fit_kwargs(case, rng, mode, n_gallery):
-    normaliser, dual = case
+    normalizer, dual = case
     width = N_DIMS if mode == "embedding" else n_gallery
     bank = rng.normal(size=(60, width))
     extra = {"gallery_bank": rng.normal(size=(50, width))} if dual else {}
     if mode == "embedding":
         extra["gallery"] = rng.normal(size=(n_gallery, N_DIMS))
-    elif dual and isinstance(normaliser, DualBankSinkhornNormalisation):
+    elif dual and isinstance(normalizer, DualBankSinkhornNormalization):
         extra["querybank_to_gallery_bank"] = rng.normal(size=(60, 50))
     return bank, extra
 
@@ -59,38 +59,38 @@ def fit_kwargs(case, rng, mode, n_gallery):
 def fitted(case, mode, seed=0, n_gallery=40):
     rng = np.random.default_rng(seed)
     bank, kwargs = fit_kwargs(case, rng, mode, n_gallery)
-    normaliser = case[0].fit(bank, **kwargs)
+    normalizer = case[0].fit(bank, **kwargs)
     if mode == "embedding":
-        sims = normaliser.similarities(rng.normal(size=(30, N_DIMS)))
+        sims = normalizer.similarities(rng.normal(size=(30, N_DIMS)))
     else:
         sims = rng.normal(size=(30, n_gallery))
-    return normaliser, sims
+    return normalizer, sims
 
 
-def biased(normaliser, sims):
+def biased(normalizer, sims):
     """``s - bias_g`` of each row's form, by hand: raw rows stay raw."""
-    forms = normaliser.row_forms(sims.argmax(axis=1))
-    biases = normaliser.gallery_biases()
+    forms = normalizer.row_forms(sims.argmax(axis=1))
+    biases = normalizer.gallery_biases()
     return np.where((forms >= 0)[:, None], sims - biases[np.maximum(forms, 0)], sims)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 @pytest.mark.parametrize("mode", ["embedding", "precomputed"])
 def test_biased_similarities_rank_as_transform(case, mode):
-    normaliser, sims = fitted(case, mode)
-    np.testing.assert_array_equal(ranking(biased(normaliser, sims)), ranking(normaliser.transform(sims)))
+    normalizer, sims = fitted(case, mode)
+    np.testing.assert_array_equal(ranking(biased(normalizer, sims)), ranking(normalizer.transform(sims)))
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_augmented_inner_products_are_biased_similarities(case):
-    normaliser, sims = fitted(case, "embedding")
+    normalizer, sims = fitted(case, "embedding")
     queries = np.random.default_rng(1).normal(size=(30, N_DIMS))
-    sims = normaliser.similarities(queries)
-    products = normaliser.augmented_queries(queries) @ normaliser.augmented_gallery().T
-    np.testing.assert_allclose(products, biased(normaliser, sims), rtol=0, atol=1e-12)
+    sims = normalizer.similarities(queries)
+    products = normalizer.augmented_queries(queries) @ normalizer.augmented_gallery().T
+    np.testing.assert_allclose(products, biased(normalizer, sims), rtol=0, atol=1e-12)
     # A top-1 from elsewhere (a raw index search) selects the same forms.
-    given = normaliser.augmented_queries(queries, top1=sims.argmax(axis=1))
-    np.testing.assert_array_equal(given, normaliser.augmented_queries(queries))
+    given = normalizer.augmented_queries(queries, top1=sims.argmax(axis=1))
+    np.testing.assert_array_equal(given, normalizer.augmented_queries(queries))
 
 
 def test_gates_open_and_close_in_these_cases():
@@ -110,7 +110,7 @@ def test_biases_by_hand():
     np.testing.assert_allclose(CSLS(k=5).fit(bank_sims).gallery_bias(), top5.mean(axis=0) / 2)
     nnn = NearestNeighborNormalization(k=5, alpha=0.75).fit(bank_sims)
     np.testing.assert_allclose(nnn.gallery_bias(), 0.75 * top5.mean(axis=0))
-    centering = Centering(weight=0.5).fit(bank_sims)
+    centering = Centering(alpha=0.5).fit(bank_sims)
     np.testing.assert_allclose(centering.gallery_bias(), 0.5 * bank_sims.mean(axis=0))
     soft_max = np.log(np.exp(10.0 * bank_sims).sum(axis=0)) / 10.0
     is_bias = InvertedSoftmax(beta=10.0).fit(bank_sims).gallery_bias()
@@ -120,20 +120,20 @@ def test_biases_by_hand():
 
 def test_csls_scores_from_the_bias():
     """CSLS = 2 (s - bias) - r_G(q), r_G the mean of the row's k largest similarities."""
-    normaliser, sims = fitted(CASES[3], "embedding")
+    normalizer, sims = fitted(CASES[3], "embedding")
     r_g = np.sort(sims, axis=1)[:, -5:].mean(axis=1, keepdims=True)
-    expected = 2 * (sims - normaliser.gallery_bias()) - r_g
-    np.testing.assert_allclose(normaliser.transform(sims), expected, atol=1e-12)
+    expected = 2 * (sims - normalizer.gallery_bias()) - r_g
+    np.testing.assert_allclose(normalizer.transform(sims), expected, atol=1e-12)
 
 
 def test_augmented_vectors_hold_prepared_embeddings():
     rng = np.random.default_rng(4)
     gallery, queries = rng.normal(size=(10, 4)), rng.normal(size=(3, 4))
-    normaliser = NearestNeighborNormalization(k=2).fit(rng.normal(size=(5, 4)), gallery=gallery)
-    augmented = normaliser.augmented_gallery()
+    normalizer = NearestNeighborNormalization(k=2).fit(rng.normal(size=(5, 4)), gallery=gallery)
+    augmented = normalizer.augmented_gallery()
     np.testing.assert_allclose(augmented[:, :4], gallery / np.linalg.norm(gallery, axis=1, keepdims=True))
-    np.testing.assert_array_equal(augmented[:, 4], -normaliser.gallery_bias())
-    query_vectors = normaliser.augmented_queries(queries)
+    np.testing.assert_array_equal(augmented[:, 4], -normalizer.gallery_bias())
+    query_vectors = normalizer.augmented_queries(queries)
     np.testing.assert_allclose(query_vectors[:, :4], queries / np.linalg.norm(queries, axis=1, keepdims=True))
     np.testing.assert_array_equal(query_vectors[:, 4], 1.0)
     dot = Centering(metric="dot").fit(rng.normal(size=(5, 4)), gallery=gallery)
@@ -143,22 +143,22 @@ def test_augmented_vectors_hold_prepared_embeddings():
 def test_dtypes():
     rng = np.random.default_rng(5)
     gallery = rng.normal(size=(10, 4)).astype(np.float32)
-    normaliser = Centering().fit(rng.normal(size=(5, 4)).astype(np.float32), gallery=gallery)
-    assert normaliser.augmented_gallery().dtype == np.float32
-    assert normaliser.augmented_gallery(dtype=np.float64).dtype == np.float64
-    assert normaliser.augmented_queries(gallery[:2]).dtype == np.float32
-    assert normaliser.gallery_bias().dtype == np.float64
+    normalizer = Centering().fit(rng.normal(size=(5, 4)).astype(np.float32), gallery=gallery)
+    assert normalizer.augmented_gallery().dtype == np.float32
+    assert normalizer.augmented_gallery(dtype=np.float64).dtype == np.float64
+    assert normalizer.augmented_queries(gallery[:2]).dtype == np.float32
+    assert normalizer.gallery_bias().dtype == np.float64
 
 
-def test_mixin_is_on_the_bias_form_normalisers_only():
-    assert all(isinstance(normaliser, BiasFormMixin) for normaliser in bias_form_normalisers())
+def test_mixin_is_on_the_bias_form_normalizers_only():
+    assert all(isinstance(normalizer, BiasFormMixin) for normalizer in bias_form_normalizers())
     assert not isinstance(GloballyCorrected(), BiasFormMixin)
 
 
 def test_the_declared_bias_form_is_the_mixin_and_these_cases():
     """Every catalogue class that declares the bias form is tested here, and has the mixin."""
-    assert {type(n) for n in bias_form_normalisers()} == set(catalogue.normalisers(bias_form=True))
-    for cls in catalogue.normalisers():
+    assert {type(n) for n in bias_form_normalizers()} == set(catalogue.normalizers(bias_form=True))
+    for cls in catalogue.normalizers():
         assert issubclass(cls, BiasFormMixin) == cls.capabilities.bias_form, cls.__name__
 
 
@@ -188,9 +188,9 @@ def test_caller_arrays_untouched():
     rng = np.random.default_rng(7)
     gallery, queries = rng.normal(size=(10, 4)), rng.normal(size=(3, 4))
     gallery_copy, queries_copy = gallery.copy(), queries.copy()
-    normaliser = Centering().fit(rng.normal(size=(5, 4)), gallery=gallery)
-    normaliser.augmented_queries(queries)
-    normaliser.augmented_gallery()[:] = 0
+    normalizer = Centering().fit(rng.normal(size=(5, 4)), gallery=gallery)
+    normalizer.augmented_queries(queries)
+    normalizer.augmented_gallery()[:] = 0
     np.testing.assert_array_equal(queries, queries_copy)
     np.testing.assert_array_equal(gallery, gallery_copy)
-    assert np.abs(normaliser.gallery_embeddings_).sum() > 0
+    assert np.abs(normalizer.gallery_embeddings_).sum() > 0

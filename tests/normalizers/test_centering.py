@@ -15,7 +15,7 @@ from helpers import sims_pair_with_hubs as sims_pair
 def test_dn_subtracts_half_the_mean_bank_embedding(rng):
     # DN as released: the query embedding less half the bank's mean embedding.
     bank, gallery, queries = (rng.normal(size=(n, 8)) for n in (70, 30, 12))
-    dn = Centering(weight=0.5, metric="dot").fit(bank, gallery=gallery)
+    dn = Centering(alpha=0.5, metric="dot").fit(bank, gallery=gallery)
     expected = (queries - 0.5 * bank.mean(axis=0)) @ gallery.T
     assert_allclose(dn.transform(dn.similarities(queries)), expected, rtol=1e-10, atol=1e-12)
 
@@ -23,16 +23,16 @@ def test_dn_subtracts_half_the_mean_bank_embedding(rng):
 def test_centering_default_is_unchanged(rng):
     queries, bank = sims_pair(rng)
     plain = Centering().fit(bank).transform(queries)
-    assert Centering().weight == 1.0
-    assert_array_equal(plain, Centering(weight=1.0).fit(bank).transform(queries))
+    assert Centering().alpha == 1.0
+    assert_array_equal(plain, Centering(alpha=1.0).fit(bank).transform(queries))
     assert_allclose(plain, ref.centering(queries, bank), rtol=1e-12, atol=1e-12)
     assert_allclose(
-        Centering(weight=0.0).fit(bank).transform(queries), queries, rtol=0, atol=0
+        Centering(alpha=0.0).fit(bank).transform(queries), queries, rtol=0, atol=0
     )
 
 
-def test_centering_weight_must_be_non_negative():
+def test_centering_alpha_must_be_non_negative():
     bank = np.array([[0.9, 0.1], [0.7, 0.3]])
-    with pytest.raises(ValueError, match="'weight' parameter"):
-        Centering(weight=-0.5).fit(bank)
-    assert_allclose(Centering(weight=0.0).fit(bank).transform([[0.8, 0.4]]), [[0.8, 0.4]])
+    with pytest.raises(ValueError, match="'alpha' parameter"):
+        Centering(alpha=-0.5).fit(bank)
+    assert_allclose(Centering(alpha=0.0).fit(bank).transform([[0.8, 0.4]]), [[0.8, 0.4]])

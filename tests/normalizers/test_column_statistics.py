@@ -16,13 +16,13 @@ from sklearn.model_selection import GridSearchCV
 
 from skqbnorm import (
     Centering,
-    DualBankSinkhornNormalisation,
+    DualBankSinkhornNormalization,
     DualDynamicInvertedSoftmax,
     DualInvertedSoftmax,
     DualSoftmax,
     MutualProximity,
     QueryBankZNorm,
-    SinkhornNormalisation,
+    SinkhornNormalization,
 )
 from skqbnorm import NearestNeighborNormalization as NNN
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
@@ -34,7 +34,7 @@ from helpers import stable_ranking
 CASES = {
     "NNN": (NNN(k=5, alpha=0.7), lambda q, b: ref.nnn(q, b, 5, 0.7)),
     "NNN-k1": (NNN(k=1, alpha=2.0), lambda q, b: ref.nnn(q, b, 1, 2.0)),
-    "DN": (Centering(weight=0.5), lambda q, b: ref.weighted_centering(q, b, 0.5)),
+    "DN": (Centering(alpha=0.5), lambda q, b: ref.weighted_centering(q, b, 0.5)),
     "ZNorm": (QueryBankZNorm(), ref.querybank_z_norm),
     "MP-gaussian": (MutualProximity(), ref.mutual_proximity_gaussian),
     "MP-empiric": (MutualProximity(method="empiric"), ref.mutual_proximity_empiric),
@@ -250,7 +250,7 @@ def test_constant_columns_rows_and_a_one_row_bank(rng):
     "estimator, grid",
     [
         (NNN(), {"k": [1, 16, 128], "alpha": [0.0, 0.5, 0.75, 1.0]}),
-        (Centering(), {"weight": [0.0, 0.5, 1.0]}),
+        (Centering(), {"alpha": [0.0, 0.5, 1.0]}),
         (MutualProximity(), {"method": ["gaussian", "empiric"]}),
     ],
     ids=["NNN", "DN", "MP"],
@@ -290,7 +290,7 @@ def test_held_out_folds_gain_on_planted_hubs(hubness_sims, name):
     [
         (lambda: NNN(k=True), "k"),
         (lambda: NNN(k=1, alpha=True), "alpha"),
-        (lambda: Centering(weight=False), "weight"),
+        (lambda: Centering(alpha=False), "alpha"),
     ],
 )
 def test_bools_are_not_numbers(make, name, bank):
@@ -306,8 +306,8 @@ def test_bools_are_not_numbers(make, name, bank):
         (lambda: NNN(k=2.0), "k"),
         (lambda: NNN(k=1, alpha=-0.1), "alpha"),
         (lambda: NNN(k=1, alpha=np.inf), "alpha"),
-        (lambda: Centering(weight=-1.0), "weight"),
-        (lambda: Centering(weight=np.nan), "weight"),
+        (lambda: Centering(alpha=-1.0), "alpha"),
+        (lambda: Centering(alpha=np.nan), "alpha"),
         (lambda: MutualProximity(method="exact"), "method"),
     ],
 )
@@ -350,9 +350,9 @@ def test_inputs_pickle_and_row_independence(rng, name):
 # -- the bank's memory layout ------------------------------------------------------------
 
 LAYOUT_CASES = {
-    "SN": (SinkhornNormalisation(tau=0.05, n_iter=5, tol=0.0), None),
-    "DBSN": (DualBankSinkhornNormalisation(tau=0.05, n_iter=5, tol=0.0), None),
-    "DBSN-gallery-bank": (DualBankSinkhornNormalisation(tau=0.05, n_iter=5, tol=0.0),
+    "SN": (SinkhornNormalization(tau=0.05, n_iter=5, tol=0.0), None),
+    "DBSN": (DualBankSinkhornNormalization(tau=0.05, n_iter=5, tol=0.0), None),
+    "DBSN-gallery-bank": (DualBankSinkhornNormalization(tau=0.05, n_iter=5, tol=0.0),
                           "querybank_to_gallery_bank"),
     "DSL": (DualSoftmax(temperature=0.1), None),
     "DBNorm": (DualInvertedSoftmax(beta1=3.0, beta2=4.0), "gallery_bank"),

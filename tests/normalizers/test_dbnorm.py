@@ -327,15 +327,15 @@ def test_grid_search_over_the_dynamic_variant():
 # -- bad input -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("normaliser", [
+@pytest.mark.parametrize("normalizer", [
     InvertedSoftmax(), DynamicInvertedSoftmax(), CSLS(k=2), Centering(), GloballyCorrected(),
 ])
-def test_normalisers_without_a_gallery_bank_refuse_one(rng, normaliser):
+def test_normalizers_without_a_gallery_bank_refuse_one(rng, normalizer):
     _, bank, gallery_bank = three_banks(rng)
-    name = type(normaliser).__name__
+    name = type(normalizer).__name__
     with pytest.raises(ValueError, match=rf"{name} does not use a gallery bank.*gallery_bank"):
-        normaliser.fit(bank, gallery_bank=gallery_bank)
-    assert not hasattr(normaliser, "n_features_in_")  # refused before any work
+        normalizer.fit(bank, gallery_bank=gallery_bank)
+    assert not hasattr(normalizer, "n_features_in_")  # refused before any work
 
 
 def test_gallery_bank_column_count_must_match_the_gallery(rng):

@@ -11,7 +11,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
+from skqbnorm import DualBankSinkhornNormalization, SinkhornNormalization
 from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
 
@@ -22,7 +22,7 @@ from helpers import stable_ranking as order
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
 
-DBSN = DualBankSinkhornNormalisation
+DBSN = DualBankSinkhornNormalization
 
 
 # -- the dense reference (SPEC, "Sinkhorn normalisation (SN / DBSN)"), literally ----------
@@ -93,7 +93,7 @@ def test_matches_dense_reference(rng, tau, n_iter, dtype):
     else:
         assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
     # the gallery bank matters: SN on the querybank alone ranks differently
-    single = quiet(SinkhornNormalisation(tau=tau, n_iter=n_iter)).fit(bank).transform(queries)
+    single = quiet(SinkhornNormalization(tau=tau, n_iter=n_iter)).fit(bank).transform(queries)
     if n_iter > 1:
         assert (order(single) != order(out)).any()
 
@@ -151,10 +151,10 @@ def test_hand_computed_half_step():
 # -- equivalences -------------------------------------------------------------------------
 
 
-def test_without_gallery_bank_is_sinkhorn_normalisation(rng):
+def test_without_gallery_bank_is_sinkhorn_normalization(rng):
     queries, bank, _ = three_sets(rng)
     dual = quiet(DBSN(tau=0.02, n_iter=5)).fit(bank)
-    single = quiet(SinkhornNormalisation(tau=0.02, n_iter=5)).fit(bank)
+    single = quiet(SinkhornNormalization(tau=0.02, n_iter=5)).fit(bank)
     assert_array_equal(dual.transform(queries), single.transform(queries))
     for name in ("gallery_log_scaling_", "bank_log_scaling_", "marginal_error_", "n_iter_"):
         assert_array_equal(getattr(dual, name), getattr(single, name))
@@ -162,11 +162,11 @@ def test_without_gallery_bank_is_sinkhorn_normalisation(rng):
 
 
 @pytest.mark.parametrize("n_iter", [1, 4, 20])
-def test_the_gallery_as_its_own_gallery_bank_is_sinkhorn_normalisation(rng, n_iter):
+def test_the_gallery_as_its_own_gallery_bank_is_sinkhorn_normalization(rng, n_iter):
     # Every target twice: by symmetry u halves and v is SN's at every iteration.
     queries, bank, _ = three_sets(rng)
     dual = quiet(DBSN(tau=0.05, n_iter=n_iter)).fit(bank, querybank_to_gallery_bank=bank)
-    single = quiet(SinkhornNormalisation(tau=0.05, n_iter=n_iter)).fit(bank)
+    single = quiet(SinkhornNormalization(tau=0.05, n_iter=n_iter)).fit(bank)
     assert_allclose(dual.transform(queries), single.transform(queries), rtol=1e-12, atol=1e-12)
     assert_allclose(dual.gallery_log_scaling_, single.gallery_log_scaling_ - np.log(2), rtol=1e-12)
     assert_allclose(dual.gallery_bank_log_scaling_, dual.gallery_log_scaling_, rtol=1e-12)
@@ -185,10 +185,10 @@ def test_a_far_gallery_bank_is_not_negligible(rng):
 
 
 @pytest.mark.slow
-def test_a_small_gallery_bank_share_approaches_sinkhorn_normalisation(rng):
+def test_a_small_gallery_bank_share_approaches_sinkhorn_normalization(rng):
     # The gallery bank's share of the targets' mass, M_g / (N + M_g), bounds its effect.
     queries, bank, cross = three_sets(rng, n_gallery=400, n_gallery_bank=40)
-    single = quiet(SinkhornNormalisation(tau=0.05, n_iter=10)).fit(bank).transform(queries)
+    single = quiet(SinkhornNormalization(tau=0.05, n_iter=10)).fit(bank).transform(queries)
     gaps = [
         np.abs(quiet(DBSN(tau=0.05, n_iter=10)).fit(bank, querybank_to_gallery_bank=cross[:, :m])
                .transform(queries) - single).max()
@@ -216,7 +216,7 @@ def test_converged_plan_has_both_marginals(rng):
 
 def test_warns_when_tol_is_not_reached(rng):
     _, bank, cross = three_sets(rng)
-    match = r"DualBankSinkhornNormalisation did not reach tol=0.01 in n_iter=2 .*error is"
+    match = r"DualBankSinkhornNormalization did not reach tol=0.01 in n_iter=2 .*error is"
     with pytest.warns(ConvergenceWarning, match=match) as record:
         fitted = DBSN(tau=0.01, n_iter=2).fit(bank, querybank_to_gallery_bank=cross)
     assert record[0].filename == __file__  # the warning points at the caller's fit
@@ -332,7 +332,7 @@ def test_mixed_dtypes_keep_the_query_dtype(rng):
 )
 def test_bad_parameters_are_named(rng, params, name):
     _, bank, cross = three_sets(rng)
-    with pytest.raises(ValueError, match=rf"'{name}' parameter of DualBankSinkhornNormalisation"):
+    with pytest.raises(ValueError, match=rf"'{name}' parameter of DualBankSinkhornNormalization"):
         DBSN(**params).fit(bank, querybank_to_gallery_bank=cross)
 
 
@@ -377,7 +377,7 @@ def test_bad_gallery_bank_embeddings_are_named(rng):
     with pytest.raises(ValueError, match=r"gallery_bank: .*0 sample\(s\)"):
         DBSN().fit(bank, gallery=gallery, gallery_bank=gallery_bank[:0])
     with pytest.raises(TypeError, match="querybank_to_gallery_bank"):  # SN takes no gallery bank
-        SinkhornNormalisation().fit(bank, gallery=gallery, querybank_to_gallery_bank=bank)
+        SinkhornNormalization().fit(bank, gallery=gallery, querybank_to_gallery_bank=bank)
 
 
 def test_fit_keeps_no_reference_to_the_banks_and_never_modifies_them(rng):

@@ -70,10 +70,10 @@ def test_hand_computed_values_and_the_sign_of_similarities():
     assert_allclose(out, [[0.5 * high, -0.15], [-0.5 * (1 - high), -0.15]], rtol=1e-14)
     # literally S * weight: a negative similarity grows more negative with its weight,
     # and a similarity of 0 scores 0 whatever its weight
-    normaliser = DualSoftmax(temperature=1.0).fit(np.array([[-0.2, 0.0], [-0.4, 0.0]]))
+    normalizer = DualSoftmax(temperature=1.0).fit(np.array([[-0.2, 0.0], [-0.4, 0.0]]))
     weights = np.exp(np.array([-0.2, -0.4]) - np.log(np.exp(-0.2) + np.exp(-0.4)))
-    assert_allclose(normaliser.transform([[-0.2, 0.0]]), [[-0.2 * weights[0], 0.0]], rtol=1e-14)
-    assert normaliser.transform([[-0.2, 0.0]])[0, 0] < normaliser.transform([[-0.4, 0.0]])[0, 0] * 0.5
+    assert_allclose(normalizer.transform([[-0.2, 0.0]]), [[-0.2 * weights[0], 0.0]], rtol=1e-14)
+    assert normalizer.transform([[-0.2, 0.0]])[0, 0] < normalizer.transform([[-0.4, 0.0]])[0, 0] * 0.5
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
@@ -159,12 +159,12 @@ def test_finite_on_logit_scale_similarities(rng, dtype):
 
 def test_scores_beyond_the_dtype_are_refused(rng):
     # A query far above the whole bank: its weight exp((S - c) / T) overflows float64.
-    normaliser = DualSoftmax(temperature=0.1).fit(rng.normal(size=(20, 4)))
+    normalizer = DualSoftmax(temperature=0.1).fit(rng.normal(size=(20, 4)))
     with pytest.raises(ValueError, match=r"overflow float64, first at X row 0, gallery item"):
-        normaliser.transform(np.full((1, 4), 100.0))
+        normalizer.transform(np.full((1, 4), 100.0))
     # in float32 the score is computed again in float64 before it is refused
     with pytest.raises(ValueError, match=r"overflow float32"):
-        normaliser.transform(np.full((1, 4), 20.0, dtype=np.float32))
+        normalizer.transform(np.full((1, 4), 20.0, dtype=np.float32))
 
 
 @pytest.mark.parametrize("dtype, temperature, small", [(np.float64, 0.01, 2.3e-308),
@@ -172,11 +172,11 @@ def test_scores_beyond_the_dtype_are_refused(rng):
 def test_a_finite_score_whose_weight_overflows_is_kept(dtype, temperature, small):
     # Every bank similarity to item 0 is -10: the weight of S = 0, about e^(10 / T), is
     # beyond the dtype, yet S * weight is 0 for S = 0 and finite for a small S.
-    normaliser = DualSoftmax(temperature=temperature).fit(np.full((5, 2), -10.0, dtype=dtype))
+    normalizer = DualSoftmax(temperature=temperature).fit(np.full((5, 2), -10.0, dtype=dtype))
     queries = np.array([[0.0, -10.0], [small, -10.0], [-small, -10.0]], dtype=dtype)
     with np.errstate(over="ignore"):
         assert np.isinf(np.exp(dtype(10.0 / temperature)))
-    out = normaliser.transform(queries)
+    out = normalizer.transform(queries)
     c = -10.0 + temperature * np.log(5.0)
     expected = [np.sign(s) * np.exp(np.log(abs(s)) + (s - c) / temperature) if s else 0.0
                 for s in queries[:, 0].astype(float)]

@@ -12,9 +12,9 @@ def test_nan_in_a_later_gallery_bank_block_is_named_by_its_row():
     rng = np.random.default_rng(0)
     gallery_bank = rng.normal(size=(400, 25))
     gallery_bank[390, 3] = np.nan
-    normaliser = DualInvertedSoftmax(working_memory=1e-4, n_jobs=1)
+    normalizer = DualInvertedSoftmax(working_memory=1e-4, n_jobs=1)
     with pytest.raises(ValueError, match=r"gallery_bank row 390 to gallery item 3 is nan"):
-        normaliser.fit(rng.normal(size=(60, 25)), gallery_bank=gallery_bank)
+        normalizer.fit(rng.normal(size=(60, 25)), gallery_bank=gallery_bank)
 
 
 def test_gallery_bank_width_message_names_its_form():

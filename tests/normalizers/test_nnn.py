@@ -47,7 +47,7 @@ def test_an_overflowing_bias_is_refused_not_returned(rng):
 
 
 @pytest.mark.slow
-def test_grid_search_picks_a_normalising_nnn(hubness_sims):
+def test_grid_search_picks_a_normalizing_nnn(hubness_sims):
     sims, gt = hubness_sims
     search = GridSearchCV(
         NNN(), {"k": [8, 64], "alpha": [0.0, 0.5, 1.0]}, scoring=make_retrieval_scorer("R@1"), cv=3

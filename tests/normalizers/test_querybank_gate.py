@@ -17,7 +17,7 @@ def data():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("template", [DynamicInvertedSoftmax(), NearestNeighborNormalization()])
-def test_open_on_the_in_domain_bank_equals_the_normaliser(data, template):
+def test_open_on_the_in_domain_bank_equals_the_normalizer(data, template):
     gallery = data.gallery_embeddings
     query_sims = data.query_embeddings @ gallery.T
     gate = QueryBankGate(template).fit(data.bank_embeddings, queries=data.query_embeddings,
@@ -91,7 +91,7 @@ def test_a_closed_gate_checks_its_input_as_an_open_one():
 
 
 @pytest.mark.parametrize("mode", ["similarities", "embeddings"])
-def test_top_k_is_the_normalisers_when_open_and_the_raw_one_when_closed(mode):
+def test_top_k_is_the_normalizers_when_open_and_the_raw_one_when_closed(mode):
     rng = np.random.default_rng(1)
     bank, gallery, queries = rng.normal(size=(60, 5)), rng.normal(size=(30, 5)), rng.normal(size=(8, 5))
     far = gallery[:8] * 3.0  # top-1 cosine similarities all 1, far above the bank's: closed

@@ -11,10 +11,10 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-from skqbnorm import InvertedSoftmax, SinkhornNormalisation
+from skqbnorm import InvertedSoftmax, SinkhornNormalization
 from skqbnorm.datasets import load_wordnet_revdict, make_hubness_sims
 from skqbnorm.metrics import make_retrieval_scorer, retrieval_metrics
-from skqbnorm.normalisers._sinkhorn import RowLogSumExp
+from skqbnorm.normalizers._sinkhorn import RowLogSumExp
 
 from helpers import quiet
 from helpers import stable_ranking as order
@@ -66,7 +66,7 @@ def sims_pair(rng, n_queries=30, n_bank=70, n_gallery=25, scale=1.0, dtype=np.fl
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_matches_dense_reference(rng, tau, n_iter, dtype):
     queries, bank = sims_pair(rng, dtype=dtype)
-    fitted = quiet(SinkhornNormalisation(tau=tau, n_iter=n_iter)).fit(bank)
+    fitted = quiet(SinkhornNormalization(tau=tau, n_iter=n_iter)).fit(bank)
     out = fitted.transform(queries)
     assert out.dtype == dtype
     q64, b64 = queries.astype(np.float64), bank.astype(np.float64)
@@ -95,9 +95,9 @@ def test_embedding_mode_matches_reference(rng, metric):
 
     bank_sims = prepare(bank_emb) @ prepare(gallery_emb).T
     query_sims = prepare(query_emb) @ prepare(gallery_emb).T
-    fitted = quiet(SinkhornNormalisation(tau=0.02, n_iter=10, metric=metric)).fit(
+    fitted = quiet(SinkhornNormalization(tau=0.02, n_iter=10, metric=metric)).fit(
         bank_emb, gallery=gallery_emb)
-    precomputed = quiet(SinkhornNormalisation(tau=0.02, n_iter=10)).fit(bank_sims)
+    precomputed = quiet(SinkhornNormalization(tau=0.02, n_iter=10)).fit(bank_sims)
     expected = sinkhorn_scores(query_sims, bank_sims, 0.02, 10)
     out = fitted.transform(fitted.similarities(query_emb))
     assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
@@ -114,14 +114,14 @@ def test_embedding_mode_matches_reference(rng, metric):
 def test_one_half_step_is_the_inverted_softmax(rng, dtype, tau):
     # From v = 1, log u_g = -log N - logsumexp_b((s(b, g) - 1) / tau): IS with beta = 1 / tau.
     queries, bank = sims_pair(rng, dtype=dtype)
-    half_step = quiet(SinkhornNormalisation(tau=tau, n_iter=1)).fit(bank)
+    half_step = quiet(SinkhornNormalization(tau=tau, n_iter=1)).fit(bank)
     inverted = InvertedSoftmax(beta=1.0 / tau).fit(bank)
     assert_array_equal(half_step.transform(queries), inverted.transform(queries))
     # the biases agree up to a constant: tau log u_g + c_g = 1 - tau log N
     constant = tau * half_step.gallery_log_scaling_ + inverted.bank_soft_max_
     assert_allclose(constant, 1.0 - tau * np.log(bank.shape[1]), rtol=1e-12)
     # and a second iteration really changes the ranking
-    two = quiet(SinkhornNormalisation(tau=tau, n_iter=2)).fit(bank)
+    two = quiet(SinkhornNormalization(tau=tau, n_iter=2)).fit(bank)
     assert (order(two.transform(queries)) != order(inverted.transform(queries))).any()
 
 
@@ -129,7 +129,7 @@ def test_hand_computed_two_by_two():
     # Two bank queries, two items, tau = 1: K = exp(P^T - 1). From v = 1, u is IS's;
     # the row pass then gives v, and the marginal error of the plan after the u-update.
     bank = np.array([[0.0, 1.0], [1.0, 1.0]])
-    fitted = SinkhornNormalisation(tau=1.0, n_iter=1).fit(bank)
+    fitted = SinkhornNormalization(tau=1.0, n_iter=1).fit(bank)
     kernel = np.exp(bank.T - 1.0)  # [[e^-1, 1], [1, 1]]
     u = 0.5 / kernel.sum(axis=1)  # [0.5 / (1 + 1/e), 0.25]
     assert_allclose(np.exp(fitted.gallery_log_scaling_), [0.5 / (1 + np.exp(-1)), 0.25])
@@ -146,7 +146,7 @@ def test_converged_plan_has_both_marginals(rng):
     queries, bank = sims_pair(rng)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fitted = SinkhornNormalisation(tau=0.1, n_iter=500, tol=1e-9).fit(bank)
+        fitted = SinkhornNormalization(tau=0.1, n_iter=500, tol=1e-9).fit(bank)
     assert 1 < fitted.n_iter_ < 500 and fitted.marginal_error_ <= 1e-9
     log_u, log_v, error, done = sinkhorn_reference(bank, 0.1, 500, tol=1e-9)
     assert done == fitted.n_iter_ and error <= 1e-9
@@ -156,16 +156,16 @@ def test_converged_plan_has_both_marginals(rng):
     assert_allclose(np.exp(logsumexp(log_plan, axis=1)) * bank.shape[1], 1.0, rtol=1e-10)
     assert_allclose(np.exp(logsumexp(log_plan, axis=0)) * bank.shape[0], 1.0, atol=1e-9)
     # at the fixed point, more iterations change nothing
-    longer = SinkhornNormalisation(tau=0.1, n_iter=1000, tol=1e-12).fit(bank)
+    longer = SinkhornNormalization(tau=0.1, n_iter=1000, tol=1e-12).fit(bank)
     assert_allclose(longer.transform(queries), fitted.transform(queries), atol=1e-9)
 
 
 def test_warns_when_tol_is_not_reached(rng):
     _, bank = sims_pair(rng)
     with pytest.warns(ConvergenceWarning, match=r"did not reach tol=0.01 in n_iter=2 .*error is"):
-        fitted = SinkhornNormalisation(tau=0.01, n_iter=2).fit(bank)
+        fitted = SinkhornNormalization(tau=0.01, n_iter=2).fit(bank)
     assert fitted.n_iter_ == 2 and fitted.marginal_error_ > 0.01
-    errors = [quiet(SinkhornNormalisation(tau=0.05, n_iter=n)).fit(bank).marginal_error_
+    errors = [quiet(SinkhornNormalization(tau=0.05, n_iter=n)).fit(bank).marginal_error_
               for n in (1, 5, 25)]
     assert errors[0] > errors[1] > errors[2]
 
@@ -180,13 +180,13 @@ def test_bitwise_the_same_for_every_split(rng, tmp_path, leaves, embedded):
     bank = np.round(bank, 3)  # ties: any split-dependent rounding would reorder them
     if embedded:
         bank, gallery = rng.normal(size=(333, 8)), rng.normal(size=(25, 8))
-        queries = quiet(SinkhornNormalisation()).fit(bank, gallery=gallery).similarities(
+        queries = quiet(SinkhornNormalization()).fit(bank, gallery=gallery).similarities(
             rng.normal(size=(30, 8)))
     else:
         gallery = None
         np.save(tmp_path / "bank.npy", bank)
         bank = np.load(tmp_path / "bank.npy", mmap_mode="r")
-    expected = quiet(SinkhornNormalisation(tau=0.02, n_iter=4)).fit(bank, gallery=gallery)
+    expected = quiet(SinkhornNormalization(tau=0.02, n_iter=4)).fit(bank, gallery=gallery)
     scores, top = expected.transform(queries), expected.top_k(queries, k=5)
     for working_memory in (1e-4, None):
         for n_jobs in (1, 2):
@@ -222,7 +222,7 @@ def test_row_pass_of_wide_rows_is_the_same_in_any_block(rng, dtype):
 def test_dask_bank_equals_numpy(rng):
     da = pytest.importorskip("dask.array")
     queries, bank = sims_pair(rng, n_bank=300)
-    expected = quiet(SinkhornNormalisation(tau=0.02, n_iter=3)).fit(bank)
+    expected = quiet(SinkhornNormalization(tau=0.02, n_iter=3)).fit(bank)
     fitted = clone(expected).fit(da.from_array(bank, chunks=(70, 10)))
     for name in FITTED:
         assert_array_equal(getattr(fitted, name), getattr(expected, name))
@@ -232,7 +232,7 @@ def test_dask_bank_equals_numpy(rng):
 def test_top_k_equals_transform_then_stable_sort(rng):
     queries, bank = sims_pair(rng)
     queries[:, 5] = queries[:, 6]  # tied raw similarities
-    fitted = quiet(SinkhornNormalisation(tau=0.02)).fit(bank)
+    fitted = quiet(SinkhornNormalization(tau=0.02)).fit(bank)
     scores = fitted.transform(queries)
     indices, top = fitted.top_k(queries, k=7)
     assert_array_equal(indices, order(scores)[:, :7])
@@ -246,7 +246,7 @@ def test_top_k_equals_transform_then_stable_sort(rng):
 def test_finite_on_logit_scale_similarities(rng, dtype):
     # CLIP-style logits (x100) with tau = 0.01: (s - 1) / tau reaches 1e4, far past exp's range.
     queries, bank = sims_pair(rng, scale=100.0, dtype=dtype)
-    fitted = quiet(SinkhornNormalisation(tau=0.01, n_iter=10)).fit(bank)
+    fitted = quiet(SinkhornNormalization(tau=0.01, n_iter=10)).fit(bank)
     out = fitted.transform(queries)
     assert out.dtype == dtype and np.isfinite(out).all()
     for name in FITTED:
@@ -263,8 +263,8 @@ def test_scores_scale_with_the_similarities(rng, scale):
     # Scores of c * s with tau * c are c times those of s with tau: the kernel's constant
     # exp(-1 / tau) must not enter the iterations, where it would erase tiny similarities.
     queries, bank = sims_pair(rng)
-    expected = quiet(SinkhornNormalisation(tau=0.02, n_iter=5)).fit(bank)
-    fitted = quiet(SinkhornNormalisation(tau=0.02 * scale, n_iter=5)).fit(bank * scale)
+    expected = quiet(SinkhornNormalization(tau=0.02, n_iter=5)).fit(bank)
+    fitted = quiet(SinkhornNormalization(tau=0.02 * scale, n_iter=5)).fit(bank * scale)
     out = fitted.transform(queries * scale)
     assert np.isfinite(out).all() and np.isfinite(fitted.bank_log_scaling_).all()
     assert_allclose(out / scale, expected.transform(queries), rtol=1e-9, atol=1e-12)
@@ -284,26 +284,26 @@ def test_scores_scale_with_the_similarities(rng, scale):
 )
 def test_bad_parameters_are_named(rng, params, name):
     _, bank = sims_pair(rng)
-    with pytest.raises(ValueError, match=rf"'{name}' parameter of SinkhornNormalisation"):
-        SinkhornNormalisation(**params).fit(bank)
+    with pytest.raises(ValueError, match=rf"'{name}' parameter of SinkhornNormalization"):
+        SinkhornNormalization(**params).fit(bank)
 
 
 def test_a_gallery_bank_is_refused(rng):
     _, bank = sims_pair(rng)
-    with pytest.raises(ValueError, match=r"SinkhornNormalisation does not use a gallery bank"):
-        SinkhornNormalisation().fit(bank, gallery_bank=bank[:5])
+    with pytest.raises(ValueError, match=r"SinkhornNormalization does not use a gallery bank"):
+        SinkhornNormalization().fit(bank, gallery_bank=bank[:5])
 
 
 def test_non_finite_bank_is_named(rng):
     _, bank = sims_pair(rng)
     bank[4, 7] = np.nan
     with pytest.raises(ValueError, match=r"querybank row 4 to gallery item 7 is nan"):
-        SinkhornNormalisation().fit(bank)
+        SinkhornNormalization().fit(bank)
 
 
 def test_fit_keeps_no_reference_to_the_bank(rng):
     queries, bank = sims_pair(rng)
-    fitted = quiet(SinkhornNormalisation()).fit(bank)
+    fitted = quiet(SinkhornNormalization()).fit(bank)
     assert not hasattr(fitted, "_bank_passes")
     restored = pickle.loads(pickle.dumps(fitted))
     assert_array_equal(restored.transform(queries), fitted.transform(queries))
@@ -317,7 +317,7 @@ def test_fit_keeps_no_reference_to_the_bank(rng):
 def test_inputs_are_never_modified(rng):
     queries, bank = sims_pair(rng)
     copies = queries.copy(), bank.copy()
-    fitted = quiet(SinkhornNormalisation()).fit(bank)
+    fitted = quiet(SinkhornNormalization()).fit(bank)
     fitted.transform(queries)
     fitted.fit_transform(bank)
     assert_array_equal(queries, copies[0])
@@ -333,7 +333,7 @@ def test_grid_search_over_tau_and_n_iter():
     grid = {"tau": [0.003, 0.01, 0.03], "n_iter": [1, 10]}
     folds = KFold(3)
     search = GridSearchCV(
-        SinkhornNormalisation(), grid, scoring=make_retrieval_scorer("R@1"), cv=folds
+        SinkhornNormalization(), grid, scoring=make_retrieval_scorer("R@1"), cv=folds
     ).fit(sims, gt)
     assert len(search.cv_results_["params"]) == 6
     assert search.best_params_["tau"] in grid["tau"]
@@ -341,7 +341,7 @@ def test_grid_search_over_tau_and_n_iter():
     # a recorded score is the R@1 of the held-out rows, normalised with the other folds
     first = search.cv_results_["params"][0]
     train, test = next(folds.split(sims))
-    scores = SinkhornNormalisation(**first).fit(sims[train]).transform(sims[test])
+    scores = SinkhornNormalization(**first).fit(sims[train]).transform(sims[test])
     assert np.isclose(search.cv_results_["split0_test_score"][0],
                       retrieval_metrics(scores, gt[test])["R@1"])
 
@@ -349,7 +349,7 @@ def test_grid_search_over_tau_and_n_iter():
 def test_sinkhorn_refuses_a_bank_overflowing_in_one_column_only():
     bank = np.array([[1.7e308, 0.0], [1.7e308, 0.0]])
     with pytest.raises(ValueError, match=r"tau=1e\+308 .*soft maximum over the gallery overflows"):
-        SinkhornNormalisation(tau=1e308).fit(bank)
+        SinkhornNormalization(tau=1e308).fit(bank)
 
 
 def test_sinkhorn_stops_at_an_exact_marginal_error_of_tol():
@@ -357,7 +357,7 @@ def test_sinkhorn_stops_at_an_exact_marginal_error_of_tol():
     # so h' = -log 2 + log 2 = 0 = h exactly: error 0 <= tol = 0 after one iteration, no warning.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fitted = SinkhornNormalisation(tau=1.0, tol=0.0, n_iter=5).fit(np.zeros((2, 2)))
+        fitted = SinkhornNormalization(tau=1.0, tol=0.0, n_iter=5).fit(np.zeros((2, 2)))
     assert fitted.n_iter_ == 1 and fitted.marginal_error_ == 0.0
 
 
@@ -367,7 +367,7 @@ def test_sinkhorn_tau_beyond_float32_on_a_float32_bank():
     bank = np.array([[0, 1], [1, 0], [0.5, 0.2]], dtype=np.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        fitted = SinkhornNormalisation(tau=1e-39, tol=0.0, n_iter=3).fit(bank)
+        fitted = SinkhornNormalization(tau=1e-39, tol=0.0, n_iter=3).fit(bank)
     assert fitted.n_iter_ >= 2  # the later column pass (with bank offsets) ran
     assert np.isfinite(fitted.gallery_log_scaling_).all()
     assert_allclose(fitted.transform(bank), bank)
@@ -380,7 +380,7 @@ def test_sinkhorn_float32_offsets_overflowing_float32_are_added_in_float64():
     # |expm1((0 - h'_1) / tau)| = 1 (row 0's, in float32 rounding, is 3): not converged, but
     # no overflow refusal.
     with pytest.warns(ConvergenceWarning):
-        fitted = SinkhornNormalisation(tau=1.0, n_iter=1).fit(bank)
+        fitted = SinkhornNormalization(tau=1.0, n_iter=1).fit(bank)
     assert 1.0 <= fitted.marginal_error_ < np.inf
 
 
@@ -392,6 +392,6 @@ def test_the_defaults_converge_on_the_bundled_data(bank):
     data = load_wordnet_revdict()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        fitted = SinkhornNormalisation().fit(getattr(data, bank) @ data.gallery_embeddings.T)
+        fitted = SinkhornNormalization().fit(getattr(data, bank) @ data.gallery_embeddings.T)
     assert fitted.marginal_error_ <= fitted.tol
     assert fitted.n_iter_ <= 0.75 * fitted.n_iter

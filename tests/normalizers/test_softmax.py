@@ -76,9 +76,9 @@ def test_embedding_mode_float32(rng):
 
 def test_probability_overflow_is_not_mistaken_for_bad_input(rng):
     queries, bank = sims_pair(rng)
-    normaliser = InvertedSoftmax(beta=1.0, output="probability").fit(bank)
+    normalizer = InvertedSoftmax(beta=1.0, output="probability").fit(bank)
     with pytest.warns(RuntimeWarning, match="overflow.*clipped"):
-        out = normaliser.transform(queries + 1000.0)  # finite, but exp overflows
+        out = normalizer.transform(queries + 1000.0)  # finite, but exp overflows
     assert (out == np.finfo(np.float64).max).all()
 
 

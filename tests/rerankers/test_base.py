@@ -51,7 +51,7 @@ def test_reranker_tags():
     assert tags.target_tags.required is True and tags.non_deterministic is False
 
 
-def test_normalised_null_vector_is_one_on_isolated_items():
+def test_normalized_null_vector_is_one_on_isolated_items():
     weights = np.array([[0.0, 4.0, 0.0], [4.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # degrees 4, 4, 0
     assert_allclose(PointwiseReranker._null(weights, True), [2.0, 2.0, 1.0])
     assert_allclose(PointwiseReranker._null(weights, False), [1.0, 1.0, 1.0])

@@ -18,7 +18,7 @@ def dense_gaussian_weights(points, sigma):
     return np.exp(-(gaps**2) / (2 * sigma**2)) * (1 - np.eye(len(points)))
 
 
-@pytest.mark.parametrize("laplacian", ["unnormalised", "normalised"])
+@pytest.mark.parametrize("laplacian", ["unnormalized", "normalized"])
 @pytest.mark.parametrize("c", [0.05, 0.5, 5.0])
 def test_pointwise_reranker_solves_its_documented_system(laplacian, c):
     # Unequal degrees (points 0, 1, 3), so the normalised Laplacian's null vector
@@ -26,7 +26,7 @@ def test_pointwise_reranker_solves_its_documented_system(laplacian, c):
     points, initial = np.array([0.0, 1.0, 3.0]), np.array([1.0, 3.0, 2.0])
     weights = dense_gaussian_weights(points, sigma=1.0)
     degree = weights.sum(axis=1)
-    if laplacian == "normalised":
+    if laplacian == "normalized":
         prior = np.eye(3) - weights / np.sqrt(np.outer(degree, degree))
     else:
         prior = np.diag(degree) - weights

@@ -46,7 +46,7 @@ def minimise(energy, x0):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("c", [1e-3, 0.3, 30.0])
-def test_pointwise_minimises_the_normalised_energy(rng, c):
+def test_pointwise_minimises_the_normalized_energy(rng, c):
     features, initial = two_clusters(rng)
     lap = plain_laplacian(features, n_neighbors=5)
     reranker = PointwiseReranker(c=c, n_neighbors=5).fit(features, initial)
@@ -65,7 +65,7 @@ def test_pointwise_minimises_the_normalised_energy(rng, c):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("c", [1e-3, 0.3, 30.0])
-def test_random_walk_energy_is_normalised_by_the_inverse_degrees(rng, c):
+def test_random_walk_energy_is_normalized_by_the_inverse_degrees(rng, c):
     features, initial = two_clusters(rng)
     reranker = RandomWalkReranker(c=c, n_neighbors=5).fit(features, initial)
     weights = affinity(features, n_neighbors=5).toarray()
@@ -85,7 +85,7 @@ def test_random_walk_energy_is_normalised_by_the_inverse_degrees(rng, c):
 @pytest.mark.slow
 @pytest.mark.parametrize("scale", [1.0, 1e-200, 1e200])
 @pytest.mark.parametrize("c", [0.01, 1.0, 100.0])
-def test_preference_strength_minimises_the_normalised_energy(rng, c, scale):
+def test_preference_strength_minimises_the_normalized_energy(rng, c, scale):
     features, initial = two_clusters(rng)
     initial = scale * initial
     pairs = rho_pairs(initial, 3)
@@ -111,7 +111,7 @@ def test_preference_strength_minimises_the_normalised_energy(rng, c, scale):
 @pytest.mark.slow
 @pytest.mark.parametrize("margin", [1.0, 1e-3])
 @pytest.mark.parametrize("c", [1e-3, 0.1, 10.0])
-def test_hinge_minimises_the_normalised_energy(rng, c, margin):
+def test_hinge_minimises_the_normalized_energy(rng, c, margin):
     features, initial = two_clusters(rng)
     pairs = rho_pairs(initial, 3)
     high, low = pairs[:, 0], pairs[:, 1]
@@ -266,7 +266,7 @@ def far_cluster_without_pairs(rng):
     return features, initial
 
 
-@pytest.mark.parametrize("laplacian_kind", ["unnormalised", "normalised"])
+@pytest.mark.parametrize("laplacian_kind", ["unnormalized", "normalized"])
 @pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
 def test_components_without_pairs_keep_their_initial_mean(rng, cls, laplacian_kind):
     features, initial = far_cluster_without_pairs(rng)
@@ -277,9 +277,9 @@ def test_components_without_pairs_keep_their_initial_mean(rng, cls, laplacian_ki
     far = slice(20, 30)
     assert_allclose(scores[far].mean(), initial[far].mean(), rtol=1e-9)
     degree = affinity(features, n_neighbors=4).toarray().sum(axis=1)
-    shape = np.ones(10) if laplacian_kind == "unnormalised" else np.sqrt(degree[far])
+    shape = np.ones(10) if laplacian_kind == "unnormalized" else np.sqrt(degree[far])
     assert_allclose(scores[far], shape * initial[far].mean() / shape.mean(), rtol=1e-9)
-    if laplacian_kind == "unnormalised":  # the paired component is shifted to its mean
+    if laplacian_kind == "unnormalized":  # the paired component is shifted to its mean
         assert_allclose(scores[:20].mean(), initial[:20].mean(), rtol=1e-9)
 
 

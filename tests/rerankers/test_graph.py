@@ -54,16 +54,16 @@ def reference_affinity(features, graph, n_neighbors, sigma="median"):
 def reference_laplacians(weights):
     n = len(weights)
     degree = [sum(row) for row in weights]
-    plain, normalised = np.zeros((n, n)), np.zeros((n, n))
+    plain, normalized = np.zeros((n, n)), np.zeros((n, n))
     for i in range(n):
         for j in range(n):
             if i == j:
                 plain[i, i] = degree[i]
-                normalised[i, i] = 1.0 if degree[i] > 0 else 0.0
+                normalized[i, i] = 1.0 if degree[i] > 0 else 0.0
             elif weights[i][j] > 0:
                 plain[i, j] = -weights[i][j]
-                normalised[i, j] = -weights[i][j] / math.sqrt(degree[i] * degree[j])
-    return plain, normalised
+                normalized[i, j] = -weights[i][j] / math.sqrt(degree[i] * degree[j])
+    return plain, normalized
 
 
 def three_points_weights():
@@ -246,7 +246,7 @@ def test_tiny_sigma_isolates_every_item_with_a_warning(rng):
         weights = affinity(features, graph="dense", sigma=1e-300)
     assert weights.nnz == 0
     assert laplacian(weights).nnz == 0
-    assert laplacian(weights, normalised=True).nnz == 0
+    assert laplacian(weights, normalized=True).nnz == 0
 
 
 def test_tiny_sigma_keeps_duplicates_linked_and_finite():
@@ -275,7 +275,7 @@ def test_underflowed_weights_are_no_edges():
 @pytest.mark.parametrize(
     "reranker",
     [PointwiseReranker(c=0.1, n_neighbors=5),
-     PointwiseReranker(c=0.1, graph="dense", laplacian="normalised"),
+     PointwiseReranker(c=0.1, graph="dense", laplacian="normalized"),
      PreferenceStrengthReranker(pairs="clustering", n_top=10, n_bottom=10, random_state=0)],
 )
 def test_rerankings_do_not_depend_on_the_feature_scale(rng, reranker, factor):
@@ -287,14 +287,14 @@ def test_rerankings_do_not_depend_on_the_feature_scale(rng, reranker, factor):
 # Laplacians.
 
 
-def test_unnormalised_laplacian_by_hand():
+def test_unnormalized_laplacian_by_hand():
     lap = laplacian(sparse.csr_matrix(three_points_weights())).toarray()
     expected = [[D0, -W01, -W02], [-W01, D1, -W12], [-W02, -W12, D2]]
     assert_allclose(lap, expected, rtol=1e-14)
 
 
-def test_normalised_laplacian_by_hand():
-    lap = laplacian(sparse.csr_matrix(three_points_weights()), normalised=True).toarray()
+def test_normalized_laplacian_by_hand():
+    lap = laplacian(sparse.csr_matrix(three_points_weights()), normalized=True).toarray()
     expected = [[1, -N01, -N02], [-N01, 1, -N12], [-N02, -N12, 1]]
     assert_allclose(lap, expected, rtol=1e-14)
 
@@ -303,30 +303,30 @@ def test_isolated_items_get_zero_rows_in_both_laplacians():
     weights = affinity(line(0, 1, 100), graph="dense", sigma=1.0)
     w = math.exp(-0.5)
     assert_allclose(laplacian(weights).toarray(), [[w, -w, 0], [-w, w, 0], [0, 0, 0]], rtol=1e-14)
-    normalised = laplacian(weights, normalised=True).toarray()
-    assert_allclose(normalised, [[1, -1, 0], [-1, 1, 0], [0, 0, 0]], rtol=1e-14)
+    normalized = laplacian(weights, normalized=True).toarray()
+    assert_allclose(normalized, [[1, -1, 0], [-1, 1, 0], [0, 0, 0]], rtol=1e-14)
 
 
-@pytest.mark.parametrize("normalised", [False, True])
-def test_laplacians_match_the_plain_loop_reference(rng, normalised):
+@pytest.mark.parametrize("normalized", [False, True])
+def test_laplacians_match_the_plain_loop_reference(rng, normalized):
     dense = np.triu(rng.uniform(size=(9, 9)) * (rng.uniform(size=(9, 9)) < 0.5), 1)
     dense[[2, 6], :] = 0.0
     dense[:, [2, 6]] = 0.0  # two isolated items
     dense = dense + dense.T
-    lap = laplacian(sparse.csr_matrix(dense), normalised=normalised).toarray()
-    assert_allclose(lap, reference_laplacians(dense)[normalised], rtol=1e-13, atol=1e-15)
+    lap = laplacian(sparse.csr_matrix(dense), normalized=normalized).toarray()
+    assert_allclose(lap, reference_laplacians(dense)[normalized], rtol=1e-13, atol=1e-15)
     assert np.isfinite(lap).all()
 
 
-@pytest.mark.parametrize("normalised", [False, True])
-def test_laplacian_quadratic_forms_are_the_priors(rng, normalised):
+@pytest.mark.parametrize("normalized", [False, True])
+def test_laplacian_quadratic_forms_are_the_priors(rng, normalized):
     weights = affinity(rng.normal(size=(12, 3)), n_neighbors=3)
     dense, scores = weights.toarray(), rng.normal(size=12)
     degree = dense.sum(axis=1)
-    scaled = scores / np.sqrt(degree) if normalised else scores
+    scaled = scores / np.sqrt(degree) if normalized else scores
     prior = 0.5 * sum(dense[i, j] * (scaled[i] - scaled[j]) ** 2
                       for i in range(12) for j in range(12))
-    lap = laplacian(weights, normalised=normalised)
+    lap = laplacian(weights, normalized=normalized)
     assert_allclose(scores @ (lap @ scores), prior, rtol=1e-12)
 
 

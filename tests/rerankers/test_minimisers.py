@@ -35,7 +35,7 @@ def dense_laplacian(features, **graph):
     return np.diag(weights.sum(axis=1)) - weights
 
 
-def normalised_laplacian(features, **graph):
+def normalized_laplacian(features, **graph):
     weights = affinity(features, **graph).toarray()
     inv_sqrt = 1 / np.sqrt(weights.sum(axis=1))
     return np.eye(len(weights)) - inv_sqrt[:, None] * weights * inv_sqrt[None, :]
@@ -82,7 +82,7 @@ def test_hinge_ranking_does_not_depend_on_the_margin(rng, margin):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("laplacian_kind", ["unnormalised", "normalised"])
+@pytest.mark.parametrize("laplacian_kind", ["unnormalized", "normalized"])
 @pytest.mark.parametrize("pairs", ["rho_adjacent", "all", "top_bottom"])
 def test_preference_strength_closed_form_is_the_minimiser(rng, pairs, laplacian_kind):
     features, initial = two_clusters(rng)
@@ -90,8 +90,8 @@ def test_preference_strength_closed_form_is_the_minimiser(rng, pairs, laplacian_
     reranker = PreferenceStrengthReranker(
         c=c, pairs=pairs, rho=3, n_top=5, n_bottom=5, n_neighbors=5, laplacian=laplacian_kind, initial="scores"
     ).fit(features, initial)
-    if laplacian_kind == "normalised":
-        prior = normalised_laplacian(features, n_neighbors=5)
+    if laplacian_kind == "normalized":
+        prior = normalized_laplacian(features, n_neighbors=5)
     else:
         prior = dense_laplacian(features, n_neighbors=5)
     if pairs == "rho_adjacent":
@@ -308,7 +308,7 @@ def test_pair_selection_without_pairs_is_an_error(rng):
 
 
 @pytest.mark.parametrize("cls", [PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker])
-@pytest.mark.parametrize("laplacian_kind", ["unnormalised", "normalised"])
+@pytest.mark.parametrize("laplacian_kind", ["unnormalized", "normalized"])
 def test_iterative_solve_of_large_lists_equals_the_direct_one(rng, monkeypatch, cls, laplacian_kind):
     from skqbnorm.rerankers import _solvers
 
@@ -336,24 +336,24 @@ REGULAR_LISTS = {
 
 @pytest.mark.parametrize("name", REGULAR_LISTS)
 @pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
-def test_normalised_laplacian_of_a_regular_graph_is_the_plain_one(cls, name):
+def test_normalized_laplacian_of_a_regular_graph_is_the_plain_one(cls, name):
     # Equal degrees d: I - D^-1/2 W D^-1/2 = L / d, so both energies are the same and
     # the normalised one leaves a shift free too (its null vector sqrt(d) is constant):
     # each list must keep the mean of its initial scores, not crash on a singular solve.
     features, initial = REGULAR_LISTS[name]
     params = {"graph": "dense", "initial": "scores", "pairs": "all"}
     plain = cls(**params).fit_predict(features, initial)
-    normalised = cls(laplacian="normalised", **params).fit_predict(features, initial)
-    assert_allclose(normalised, plain, rtol=1e-7, atol=1e-9)
-    assert_allclose(normalised.mean(), initial.mean(), rtol=1e-12)
+    normalized = cls(laplacian="normalized", **params).fit_predict(features, initial)
+    assert_allclose(normalized, plain, rtol=1e-7, atol=1e-9)
+    assert_allclose(normalized.mean(), initial.mean(), rtol=1e-12)
 
 
-def test_a_regular_list_among_others_under_the_normalised_laplacian(rng):
+def test_a_regular_list_among_others_under_the_normalized_laplacian(rng):
     features = np.r_[rng.normal(size=(10, 2)), np.ones((2, 2))]
     initial = np.r_[rng.normal(size=10), [2.0, 1.0]]
     groups = np.r_[np.zeros(10, int), [1, 1]]
     for cls in (HingeReranker, PreferenceStrengthReranker):
-        reranker = cls(laplacian="normalised", initial="scores")
+        reranker = cls(laplacian="normalized", initial="scores")
         together = reranker.fit_predict(features, initial, groups=groups)
         assert_allclose(together[10:].mean(), 1.5, rtol=1e-12)
         assert_allclose(together[:10], clone(reranker).fit_predict(features[:10], initial[:10]),
@@ -448,7 +448,7 @@ def test_osqp_prints_nothing(rng, capfd):
     assert capfd.readouterr().out == ""
 
 
-def test_hinge_on_a_disconnected_normalised_graph_reaches_its_minimum():
+def test_hinge_on_a_disconnected_normalized_graph_reaches_its_minimum():
     # Two far clusters and the normalised Laplacian: multiples of sqrt(d) on each
     # component meet every margin, so the energy's infimum is 0. OSQP's polishing
     # solved a near-singular reduced system there and returned energy 0.016, "solved".
@@ -458,7 +458,7 @@ def test_hinge_on_a_disconnected_normalised_graph_reaches_its_minimum():
         features = np.r_[rng.normal(size=(n_items // 2, 2)),
                          100 + rng.normal(size=(n_items - n_items // 2, 2))]
         initial = rng.normal(size=n_items)
-    reranker = HingeReranker(c=100.0, laplacian="normalised", pairs="clustering", n_top=3,
+    reranker = HingeReranker(c=100.0, laplacian="normalized", pairs="clustering", n_top=3,
                              n_bottom=3, n_neighbors=2, random_state=0, eps_abs=1e-10,
                              eps_rel=1e-10, max_iter=500000).fit(features, initial)
     assert reranker.solver_status_[0] == "solved"
@@ -474,7 +474,7 @@ def test_a_nearly_regular_list_is_placed_as_a_regular_one(cls, delta):
     square, initial = REGULAR_LISTS["a square"]
     moved = square.copy()
     moved[0, 0] += delta
-    params = {"laplacian": "normalised", "graph": "dense", "sigma": 1.0, "initial": "scores",
+    params = {"laplacian": "normalized", "graph": "dense", "sigma": 1.0, "initial": "scores",
               "pairs": "all"}
     expected = cls(**params).fit_predict(square, initial)
     assert_allclose(cls(**params).fit_predict(moved, initial), expected, rtol=1e-6)
@@ -482,21 +482,21 @@ def test_a_nearly_regular_list_is_placed_as_a_regular_one(cls, delta):
 
 @pytest.mark.parametrize("c", [1e-16, 1e-20, 1e-300])
 @pytest.mark.parametrize("cls", [HingeReranker, PreferenceStrengthReranker])
-def test_tiny_c_under_the_normalised_laplacian_keeps_the_c_to_0_limit(cls, c):
+def test_tiny_c_under_the_normalized_laplacian_keeps_the_c_to_0_limit(cls, c):
     # Two clusters joined by pairs: their offsets, which the prior does not see, are
     # fixed by the pairs alone. A pinned offset on a component the energy does fix
     # went to 0 as c did (the exact solve made up for it only while c was not tiny).
     rng = np.random.default_rng(1)
     features = np.r_[rng.normal(size=(6, 2)), 100 + rng.normal(size=(6, 2))]
     initial = rng.normal(size=12)
-    params = {"laplacian": "normalised", "n_neighbors": 3, "initial": "scores", "pairs": "all"}
+    params = {"laplacian": "normalized", "n_neighbors": 3, "initial": "scores", "pairs": "all"}
     limit = cls(c=1e-12, **params).fit_predict(features, initial)
     assert_allclose(cls(c=c, **params).fit_predict(features, initial), limit, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("laplacian, initial", [
-    ("normalised", [4, 5, 7, 8, 6, 10, 0, 9, 11, 1, 2, 3]),
-    ("unnormalised", [6, 11, 4, 0, 3, 8, 5, 10, 7, 1, 9, 2]),
+    ("normalized", [4, 5, 7, 8, 6, 10, 0, 9, 11, 1, 2, 3]),
+    ("unnormalized", [6, 11, 4, 0, 3, 8, 5, 10, 7, 1, 9, 2]),
 ])
 @pytest.mark.parametrize("c", [1e-30, 1e-300])
 def test_tiny_c_on_a_graph_of_several_components(c, laplacian, initial):

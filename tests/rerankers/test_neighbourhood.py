@@ -172,7 +172,7 @@ def test_kreciprocal_benchmark_script_runs_without_the_published_function():
     import sys
     from pathlib import Path
 
-    script = Path(__file__).parents[1] / "benchmarks" / "bench_kreciprocal.py"
+    script = Path(__file__).parents[2] / "benchmarks" / "bench_kreciprocal.py"
     result = subprocess.run(
         [sys.executable, str(script), "--n-items", "300", "--n-features", "8", "--published",
          str(Path(__file__).parent / "no_such_file.py"), "--published-sizes"],

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 from ._softmax import DynamicInvertedSoftmax
@@ -24,7 +24,7 @@ def soft_maxima(reducer, beta, name, bank):
     return soft_max
 
 
-class DualInvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
+class DualInvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     """Dual Inverted Softmax: DBNorm with a querybank and a gallery bank (Wang et al., 2023).
 
     DBNorm ("Balance Act", EMNLP 2023) probes the gallery with two banks: the
@@ -125,10 +125,10 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     >>> from skqbnorm import DualInvertedSoftmax
     >>> querybank = [[0.5, 0.5], [0.4, 0.6]]
     >>> gallery_bank = [[0.9, 0.2], [0.8, 0.1]]
-    >>> normaliser = DualInvertedSoftmax(beta1=10.0, beta2=10.0)
-    >>> normaliser.fit(querybank, gallery_bank=gallery_bank).bias_.round(4)
+    >>> normalizer = DualInvertedSoftmax(beta1=10.0, beta2=10.0)
+    >>> normalizer.fit(querybank, gallery_bank=gallery_bank).bias_.round(4)
     array([0.7313, 0.4313])
-    >>> normaliser.transform([[0.6, 0.5]]).round(4)
+    >>> normalizer.transform([[0.6, 0.5]]).round(4)
     array([[0.45, 0.65]])
 
     Without a gallery bank it is the Inverted Softmax with ``beta = beta1``:
@@ -144,7 +144,7 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     capabilities = Capabilities(bias_form=True, gallery_bank="gallery_bank", index="bias")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "beta1": [NotBool(Real, 0, np.inf, closed="neither")],
         "beta2": [NotBool(Real, 0, np.inf, closed="neither")],
     }
@@ -284,14 +284,14 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
     >>> from skqbnorm import DualDynamicInvertedSoftmax
     >>> querybank = [[0.4, 0.6], [0.5, 0.7]]
     >>> gallery_bank = [[0.9, 0.2], [0.8, 0.1]]
-    >>> normaliser = DualDynamicInvertedSoftmax(beta1=10.0, beta2=10.0, k=1)
-    >>> normaliser = normaliser.fit(querybank, gallery_bank=gallery_bank)
-    >>> normaliser.activated_, normaliser.gallery_bank_activated_
+    >>> normalizer = DualDynamicInvertedSoftmax(beta1=10.0, beta2=10.0, k=1)
+    >>> normalizer = normalizer.fit(querybank, gallery_bank=gallery_bank)
+    >>> normalizer.activated_, normalizer.gallery_bank_activated_
     (array([False,  True]), array([ True, False]))
 
     A query whose top-1 is item 0 gets only the gallery-bank factor:
 
-    >>> normaliser.transform([[0.6, 0.5]]).round(4)
+    >>> normalizer.transform([[0.6, 0.5]]).round(4)
     array([[0.425, 0.675]])
     """
 

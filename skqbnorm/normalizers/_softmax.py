@@ -7,13 +7,13 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean, row_top1
 from .._validation import NotBool
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 from ._serving import best_k
 
 
-class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
+class InvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     """Inverted Softmax (IS) querybank normalisation (Smith et al., 2017).
 
     A query's similarity to gallery item ``j`` is divided by how strongly the whole
@@ -86,24 +86,24 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormaliser):
     >>> rng = np.random.default_rng(0)
     >>> bank_sims = rng.normal(size=(100, 5))
     >>> query_sims = rng.normal(size=(3, 5))
-    >>> normaliser = InvertedSoftmax(beta=10.0).fit(bank_sims)
-    >>> normaliser.transform(query_sims).shape
+    >>> normalizer = InvertedSoftmax(beta=10.0).fit(bank_sims)
+    >>> normalizer.transform(query_sims).shape
     (3, 5)
 
     Item 1 is a hub: close to both bank queries, it loses its pull on a query
     equally similar to both items:
 
-    >>> normaliser = InvertedSoftmax(beta=10.0).fit([[0.1, 0.8], [0.2, 0.9]])
-    >>> normaliser.bank_soft_max_.round(4)
+    >>> normalizer = InvertedSoftmax(beta=10.0).fit([[0.1, 0.8], [0.2, 0.9]])
+    >>> normalizer.bank_soft_max_.round(4)
     array([0.2313, 0.9313])
-    >>> normaliser.transform([[0.5, 0.5]]).round(4)
+    >>> normalizer.transform([[0.5, 0.5]]).round(4)
     array([[0.85, 0.15]])
     """
 
     capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "beta": [NotBool(Real, 0, np.inf, closed="neither")],
         "output": [StrOptions({"log", "probability"})],
     }
@@ -205,10 +205,10 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     >>> import numpy as np
     >>> from skqbnorm import DynamicInvertedSoftmax
     >>> bank_sims = np.array([[0.9, 0.1, 0.2], [0.8, 0.3, 0.1]])
-    >>> normaliser = DynamicInvertedSoftmax(beta=20.0, k=1).fit(bank_sims)
-    >>> normaliser.activated_
+    >>> normalizer = DynamicInvertedSoftmax(beta=20.0, k=1).fit(bank_sims)
+    >>> normalizer.activated_
     array([ True, False, False])
-    >>> normaliser.transform([[0.2, 0.5, 0.3]])  # top-1 not a hub: left raw
+    >>> normalizer.transform([[0.2, 0.5, 0.3]])  # top-1 not a hub: left raw
     array([[0.2, 0.5, 0.3]])
     """
 

@@ -14,7 +14,7 @@ class Capabilities:
     """The declared contract of a querybank normaliser class (its ``capabilities``).
 
     Every normaliser class declares one as a class attribute; the shared fit, the
-    serving code (``transform``, ``top_k``), :class:`~skqbnorm.index.NormalisedIndex`,
+    serving code (``transform``, ``top_k``), :class:`~skqbnorm.index.NormalizedIndex`,
     :class:`~skqbnorm.QueryBankGate` and :mod:`skqbnorm.catalogue` read it. A frozen
     dataclass rather than scikit-learn tags: these are facts about the method (fixed
     for the class, never a function of the parameters), which tags, recomputed per
@@ -43,7 +43,7 @@ class Capabilities:
     transductive : bool, default=False
         It may sensibly be fitted on the test queries themselves (DSL).
     index : {"bias", "rerank", None}, default="rerank"
-        How :class:`~skqbnorm.index.NormalisedIndex` serves it: by the augmented
+        How :class:`~skqbnorm.index.NormalizedIndex` serves it: by the augmented
         inner-product search (needs ``bias_form``), by reranking raw candidates with
         its exact scores, or not at all.
 

@@ -1,4 +1,4 @@
-"""QueryBankNormaliser: the contract every querybank normaliser follows."""
+"""QueryBankNormalizer: the contract every querybank normaliser follows."""
 
 from numbers import Integral, Real
 from typing import NamedTuple
@@ -37,7 +37,7 @@ class BankPasses(NamedTuple):
     read: object
 
 
-class QueryBankNormaliser(ServingMixin, TopKMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
+class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Base class of the querybank normalisers; not for direct use.
 
     Subclasses define ``_reducers(n_bank, n_gallery, dtype)``, which returns the
@@ -46,7 +46,7 @@ class QueryBankNormaliser(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     writes the normalised scores of a block of query rows restricted to the gallery
     ``columns`` (a slice, or an index array: the candidates of a vector index)
     into ``out``. Each class declares what it is in ``capabilities`` (a
-    :class:`~skqbnorm.normalisers.Capabilities`), which fit, ``top_k``, the index, the
+    :class:`~skqbnorm.normalizers.Capabilities`), which fit, ``top_k``, the index, the
     gate and the catalogue read; nothing is detected by override. Methods whose scores
     depend on a whole row (the top-1 of DIS, the neighbourhood of CSLS, the range of
     GC) declare ``whole_rows`` and define ``_row_state(sims, columns, state)``, a
@@ -56,8 +56,8 @@ class QueryBankNormaliser(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     declare ``bank_passes`` and define ``_learn_passes(reducers, bank, gallery_bank)``
     (``bank``: a :class:`BankPasses`) instead of ``_learn``; dual-bank methods declare
     ``gallery_bank`` and define ``_learn_gallery_bank(gallery_bank)``. The serving
-    protocol that :class:`~skqbnorm.index.NormalisedIndex` uses is described in
-    ``skqbnorm/normalisers/_serving.py``. A non-finite similarity must
+    protocol that :class:`~skqbnorm.index.NormalizedIndex` uses is described in
+    ``skqbnorm/normalizers/_serving.py``. A non-finite similarity must
     leave a non-finite score (transform checks the scores, and the input only
     when they fail). Finite scores that overflow are computed again in float64, and
     refused with a ValueError if they still do (see ``_rescore_overflow``).

@@ -8,7 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._core import ColumnLogSumExp, all_finite, excess_over_mean
 from .._validation import NotBool, warn_caller
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBankInput, reader
@@ -183,7 +183,7 @@ def _checked(soft_max, tau, side):
     return soft_max
 
 
-class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
+class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
     """Sinkhorn normalisation (SN) of query similarities over a querybank.
 
     The gallery (N items) and the querybank (M queries) are matched by entropic
@@ -273,32 +273,32 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
     See Also
     --------
     InvertedSoftmax : The first half-step of SN.
-    DualBankSinkhornNormalisation : SN with a gallery bank among the targets (DBSN).
+    DualBankSinkhornNormalization : SN with a gallery bank among the targets (DBSN).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from skqbnorm import SinkhornNormalisation
+    >>> from skqbnorm import SinkhornNormalization
     >>> rng = np.random.default_rng(0)
     >>> bank_sims = rng.uniform(-0.2, 0.8, size=(100, 5))
-    >>> normaliser = SinkhornNormalisation(tau=0.1, n_iter=50, tol=1e-6).fit(bank_sims)
-    >>> normaliser.n_iter_ < 50, normaliser.marginal_error_ <= 1e-6
+    >>> normalizer = SinkhornNormalization(tau=0.1, n_iter=50, tol=1e-6).fit(bank_sims)
+    >>> normalizer.n_iter_ < 50, normalizer.marginal_error_ <= 1e-6
     (True, True)
-    >>> normaliser.transform(rng.uniform(-0.2, 0.8, size=(3, 5))).shape
+    >>> normalizer.transform(rng.uniform(-0.2, 0.8, size=(3, 5))).shape
     (3, 5)
 
     Item 1 is a hub, close to both bank queries: it loses its pull on a query
     equally similar to both items.
 
-    >>> normaliser = SinkhornNormalisation(tau=0.1).fit([[0.1, 0.8], [0.2, 0.9]])
-    >>> normaliser.transform([[0.5, 0.5]]).round(4)
+    >>> normalizer = SinkhornNormalization(tau=0.1).fit([[0.1, 0.8], [0.2, 0.9]])
+    >>> normalizer.transform([[0.5, 0.5]]).round(4)
     array([[0.85, 0.15]])
     """
 
     capabilities = Capabilities(bias_form=True, bank_passes=True, index="bias")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "tau": [NotBool(Real, 0, np.inf, closed="neither")],
         "n_iter": [NotBool(Integral, 1, None, closed="left")],
         "tol": [NotBool(Real, 0, None, closed="left")],
@@ -355,10 +355,10 @@ class SinkhornNormalisation(BiasFormMixin, QueryBankNormaliser):
         np.subtract(sims, self._excess[columns].astype(sims.dtype), out=out)
 
 
-class DualBankSinkhornNormalisation(SinkhornNormalisation):
+class DualBankSinkhornNormalization(SinkhornNormalization):
     """Dual-bank Sinkhorn normalisation (DBSN): the gallery bank joins the gallery.
 
-    As :class:`SinkhornNormalisation`, with the Sinkhorn's targets extended by a
+    As :class:`SinkhornNormalization`, with the Sinkhorn's targets extended by a
     *gallery bank* ``B_g`` (M_g samples of the gallery modality that are not in the
     gallery, e.g. training videos): the N gallery items and the M_g gallery-bank
     items share the querybank's mass, with marginals ``1 / (N + M_g)`` over the
@@ -377,7 +377,7 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
     ``[s(b, g) | s(b, h)]`` block by block; memory is O(N + M_g + M). The fitted
     state is bitwise the same for every ``working_memory``, ``n_jobs`` and dask
     chunking of the querybank. Without a gallery bank (as scikit-learn's checks
-    and pipelines fit it) this is exactly :class:`SinkhornNormalisation`.
+    and pipelines fit it) this is exactly :class:`SinkhornNormalization`.
 
     The fit rule: ``fit(P, querybank_to_gallery_bank=C)`` takes the precomputed
     querybank similarities to the gallery, ``P`` (M x N), and to the gallery bank,
@@ -435,7 +435,7 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
 
     See Also
     --------
-    SinkhornNormalisation : The querybank alone.
+    SinkhornNormalization : The querybank alone.
     DualInvertedSoftmax : DBNorm, the other dual-bank normaliser.
 
     Examples
@@ -445,23 +445,23 @@ class DualBankSinkhornNormalisation(SinkhornNormalisation):
     less as a hub than under SN:
 
     >>> import numpy as np
-    >>> from skqbnorm import DualBankSinkhornNormalisation, SinkhornNormalisation
+    >>> from skqbnorm import DualBankSinkhornNormalization, SinkhornNormalization
     >>> querybank = [[0.3, 0.8], [0.7, 0.5]]
     >>> querybank_to_gallery_bank = [[0.0], [0.95]]
-    >>> dual = DualBankSinkhornNormalisation(tau=0.1, n_iter=100, tol=1e-8)
+    >>> dual = DualBankSinkhornNormalization(tau=0.1, n_iter=100, tol=1e-8)
     >>> dual = dual.fit(querybank, querybank_to_gallery_bank=querybank_to_gallery_bank)
     >>> dual.n_gallery_bank_, dual.marginal_error_ <= 1e-8
     (1, True)
     >>> dual.transform([[0.5, 0.5]]).round(4)
     array([[0.7151, 0.2849]])
-    >>> single = SinkhornNormalisation(tau=0.1, n_iter=500, tol=1e-8).fit(querybank)
+    >>> single = SinkhornNormalization(tau=0.1, n_iter=500, tol=1e-8).fit(querybank)
     >>> single.transform([[0.5, 0.5]]).round(4)
     array([[0.575, 0.425]])
 
     Without a gallery bank it is SN:
 
-    >>> single = SinkhornNormalisation(tau=0.1).fit(querybank)
-    >>> dual = DualBankSinkhornNormalisation(tau=0.1).fit(querybank)
+    >>> single = SinkhornNormalization(tau=0.1).fit(querybank)
+    >>> dual = DualBankSinkhornNormalization(tau=0.1).fit(querybank)
     >>> bool(np.array_equal(dual.transform([[0.5, 0.5]]), single.transform([[0.5, 0.5]])))
     True
     """

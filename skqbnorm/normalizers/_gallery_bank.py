@@ -43,15 +43,15 @@ from .._validation import check_embeddings, float_dtype, naming
 CROSS_NAME = "querybank_to_gallery_bank"
 
 
-def check_gallery_bank_use(normaliser, gallery_bank):
+def check_gallery_bank_use(normalizer, gallery_bank):
     """Refuse a gallery bank given to a normaliser that cannot use one."""
-    if gallery_bank is not None and normaliser.capabilities.gallery_bank is None:
-        name = type(normaliser).__name__
+    if gallery_bank is not None and normalizer.capabilities.gallery_bank is None:
+        name = type(normalizer).__name__
         raise ValueError(
             f"{name} does not use a gallery bank, but fit got gallery_bank of shape "
             f"{np.shape(gallery_bank)}: only the dual-bank normalisers (DBNorm's "
             "DualInvertedSoftmax and DualDynamicInvertedSoftmax, DBSN's "
-            f"DualBankSinkhornNormalisation) take one. Fit {name} without gallery_bank."
+            f"DualBankSinkhornNormalization) take one. Fit {name} without gallery_bank."
         )
 
 
@@ -80,14 +80,14 @@ class GalleryBank:
     gallery_bank : array-like of shape (n_gallery_bank, n_gallery or n_dims), or GalleryBankInput
         The caller's gallery bank; an ``np.memmap`` is read block by block and
         never copied whole.
-    normaliser : QueryBankNormaliser
+    normalizer : QueryBankNormalizer
         The normaliser being fitted; its gallery (``n_features_in_`` and
         ``gallery_embeddings_``) is already set, and its ``working_memory`` and
         ``n_jobs`` bound the reductions over the gallery bank.
     """
 
-    def __init__(self, gallery_bank, normaliser):
-        self.normaliser = normaliser
+    def __init__(self, gallery_bank, normalizer):
+        self.normalizer = normalizer
         if not isinstance(gallery_bank, GalleryBankInput):
             gallery_bank = GalleryBankInput(gallery_bank)
         self.probe = None if gallery_bank.gallery_bank is None else self._probe(gallery_bank.gallery_bank)
@@ -108,8 +108,8 @@ class GalleryBank:
         return reduce_bank(
             self.probe,
             lambda: make_reducers(n_rows, n_gallery, self.probe.dtype),
-            self.normaliser.working_memory,
-            self.normaliser.n_jobs,
+            self.normalizer.working_memory,
+            self.normalizer.n_jobs,
         )
 
     def querybank_sims(self, querybank):
@@ -123,7 +123,7 @@ class GalleryBank:
             return ProbeMatrix(
                 querybank.bank, self._prepared(querybank).T, querybank.metric, querybank.dtype
             )
-        name = type(self.normaliser).__name__
+        name = type(self.normalizer).__name__
         sims = self.given_querybank_sims
         if sims is None:
             raise ValueError(
@@ -139,7 +139,7 @@ class GalleryBank:
                 f"row, {querybank.shape[0]} rows."
             )
         if self.probe is not None:  # given beside it, unused, but not to be taken broken
-            for _ in self.probe.blocks(self.normaliser.working_memory):
+            for _ in self.probe.blocks(self.normalizer.working_memory):
                 pass  # each block is checked for NaN and infinity as it is read
         return sims
 
@@ -157,26 +157,26 @@ class GalleryBank:
         return prepare_embeddings(embeddings, querybank.metric)
 
     def _probe(self, gallery_bank):
-        gallery = self.normaliser.gallery_embeddings_
+        gallery = self.normalizer.gallery_embeddings_
         if gallery is None:
             with naming("gallery_bank", gallery_bank):
                 sims = check_array(
                     gallery_bank, dtype="numeric", ensure_all_finite=False, input_name="gallery_bank"
                 )
-            self._check_width(sims.shape, self.normaliser.n_features_in_, "gallery items")
+            self._check_width(sims.shape, self.normalizer.n_features_in_, "gallery items")
             return ProbeMatrix(sims, dtype=float_dtype(sims, "gallery_bank"), name="gallery_bank")
         embeddings = check_embeddings(gallery_bank, "gallery_bank")
         self._check_width(embeddings.shape, gallery.shape[1], "embedding dimensions")
         return ProbeMatrix(
-            embeddings, gallery.T, self.normaliser.metric, gallery.dtype, name="gallery_bank"
+            embeddings, gallery.T, self.normalizer.metric, gallery.dtype, name="gallery_bank"
         )
 
     def _check_width(self, shape, expected, what):
         if shape[1] != expected:
             form = "similarities to" if what == "gallery items" else "embeddings like"
             raise ValueError(
-                f"gallery_bank has shape {shape}, but {type(self.normaliser).__name__} was "
-                f"fitted on a gallery of {self.normaliser.n_features_in_} items: the gallery "
+                f"gallery_bank has shape {shape}, but {type(self.normalizer).__name__} was "
+                f"fitted on a gallery of {self.normalizer.n_features_in_} items: the gallery "
                 f"bank must hold {form} the gallery, {expected} columns ({what})."
             )
 
@@ -184,8 +184,8 @@ class GalleryBank:
         """The caller's precomputed ``s(b, h)`` (precomputed mode only), validated."""
         if sims is None:
             return None
-        name = type(self.normaliser).__name__
-        if self.normaliser.gallery_embeddings_ is not None:
+        name = type(self.normalizer).__name__
+        if self.normalizer.gallery_embeddings_ is not None:
             raise ValueError(
                 f"{CROSS_NAME} (got shape {np.shape(sims)}) is for precomputed similarities, "
                 f"but {name} is fitted on embeddings (gallery=...), where s(b, h) is computed "

@@ -12,6 +12,8 @@ one-hot tail, ``[q, e_f]`` (all zeros for a query left raw): one index serves ev
 row, and the raw search for the gate is the search with ``[q, 0]``.
 """
 
+import warnings
+
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
@@ -103,6 +105,12 @@ class BiasFormMixin:
         return forms
 
     def normalised_rows(self, top1):
+        """Deprecated alias of :meth:`normalized_rows` (renamed in 1.0, removed in 1.1)."""
+        warnings.warn("normalised_rows was renamed normalized_rows in skqbnorm 1.0; the old "
+                      "name will be removed in 1.1.", FutureWarning, stacklevel=2)
+        return self.normalized_rows(top1)
+
+    def normalized_rows(self, top1):
         """Whether each query's row is normalised (any gate open), given its raw top-1.
 
         Parameters
@@ -184,8 +192,8 @@ class BiasFormMixin:
         n_dims, n_forms = prepared.shape[1], len(self._gated_biases())
         out = np.zeros((len(prepared), n_dims + n_forms), dtype=dtype)
         out[:, :n_dims] = prepared
-        normalised = forms >= 0
-        out[np.flatnonzero(normalised), n_dims + forms[normalised]] = 1
+        normalized = forms >= 0
+        out[np.flatnonzero(normalized), n_dims + forms[normalized]] = 1
         return out
 
     def _exact_top1(self, prepared):

@@ -4,7 +4,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 from ._softmax import DynamicInvertedSoftmax
@@ -36,14 +36,14 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
 
     Parameters
     ----------
-    normaliser : estimator, default=None
+    normalizer : estimator, default=None
         A querybank normaliser (unfitted; it is cloned); None means
         :class:`~skqbnorm.DynamicInvertedSoftmax` at its defaults.
 
     Attributes
     ----------
-    normaliser_ : estimator
-        The fitted clone of ``normaliser``.
+    normalizer_ : estimator
+        The fitted clone of ``normalizer``.
     diagnostics_ : QueryBankDiagnostics
         The bank against the queries given to fit.
     open_ : bool
@@ -60,12 +60,12 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     >>> gate = QueryBankGate().fit(bank_sims, queries=query_sims)
     >>> gate.open_
     True
-    >>> np.allclose(gate.transform(query_sims), gate.normaliser_.transform(query_sims))
+    >>> np.allclose(gate.transform(query_sims), gate.normalizer_.transform(query_sims))
     True
     """
 
-    def __init__(self, normaliser=None):
-        self.normaliser = normaliser
+    def __init__(self, normalizer=None):
+        self.normalizer = normalizer
 
     def fit(self, X, y=None, *, queries=None, gallery=None, gallery_bank=None,
             querybank_to_gallery_bank=None):
@@ -83,7 +83,7 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             As the wrapped normaliser's fit takes them.
         querybank_to_gallery_bank : array-like of shape (n_bank, n_gallery_bank), default=None
             For a normaliser whose capabilities declare this gallery-bank input
-            (:class:`~skqbnorm.DualBankSinkhornNormalisation` on precomputed
+            (:class:`~skqbnorm.DualBankSinkhornNormalization` on precomputed
             similarities): the querybank's similarities to the gallery bank.
 
         Returns
@@ -99,24 +99,24 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         # Imported here: metrics imports the normalisers, which must import first.
         from ..metrics._querybank import querybank_diagnostics
 
-        normaliser = DynamicInvertedSoftmax() if self.normaliser is None else self.normaliser
-        capabilities = _capabilities_of(normaliser)
+        normalizer = DynamicInvertedSoftmax() if self.normalizer is None else self.normalizer
+        capabilities = _capabilities_of(normalizer)
         extra = {} if gallery_bank is None else {"gallery_bank": gallery_bank}
         if querybank_to_gallery_bank is not None:
             if capabilities.gallery_bank != "querybank_to_gallery_bank":
                 raise ValueError(
                     f"querybank_to_gallery_bank is for a normaliser that takes it "
-                    f"(DualBankSinkhornNormalisation); {type(normaliser).__name__} does not."
+                    f"(DualBankSinkhornNormalization); {type(normalizer).__name__} does not."
                 )
             extra["querybank_to_gallery_bank"] = querybank_to_gallery_bank
-        self.normaliser_ = clone(normaliser).fit(X, y, gallery=gallery, **extra)
-        params = self.normaliser_.get_params()
+        self.normalizer_ = clone(normalizer).fit(X, y, gallery=gallery, **extra)
+        params = self.normalizer_.get_params()
         self.diagnostics_ = querybank_diagnostics(
             X, queries, gallery=gallery, metric=params.get("metric", "cosine"),
             working_memory=params.get("working_memory"),
         )
         self.open_ = not self.diagnostics_.top1_gap
-        self.n_features_in_ = self.normaliser_.n_features_in_
+        self.n_features_in_ = self.normalizer_.n_features_in_
         return self
 
     def transform(self, X):
@@ -182,16 +182,16 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             Ready for :meth:`transform`.
         """
         check_is_fitted(self)
-        return self.normaliser_.similarities(queries)
+        return self.normalizer_.similarities(queries)
 
-    def serving_normaliser(self):
+    def serving_normalizer(self):
         """The fitted normaliser that serves the queries: the wrapped one when the
         gate is open, else one whose scores are the raw similarities (a bias form
-        with zero bias). :class:`~skqbnorm.index.NormalisedIndex` serves it.
+        with zero bias). :class:`~skqbnorm.index.NormalizedIndex` serves it.
 
         Returns
         -------
-        normaliser : QueryBankNormaliser
+        normalizer : QueryBankNormalizer
             Fitted.
         """
         return self._serving()
@@ -200,22 +200,22 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         """The fitted normaliser when the gate is open, else raw similarities served
         through the same checks, blocks and ``top_k``."""
         check_is_fitted(self)
-        return self.normaliser_ if self.open_ else _Unnormalised.like(self.normaliser_)
+        return self.normalizer_ if self.open_ else _Unnormalized.like(self.normalizer_)
 
 
-def _capabilities_of(normaliser):
+def _capabilities_of(normalizer):
     """The declared capabilities of a querybank normaliser, or a ValueError naming it."""
-    capabilities = getattr(type(normaliser), "capabilities", None)
-    if not isinstance(capabilities, Capabilities) or isinstance(normaliser, type):
+    capabilities = getattr(type(normalizer), "capabilities", None)
+    if not isinstance(capabilities, Capabilities) or isinstance(normalizer, type):
         raise ValueError(  # noqa: TRY004 - a bad parameter value, as scikit-learn refuses them
             "QueryBankGate wraps a querybank normaliser (an instance of a class that "
             "declares its capabilities, such as DynamicInvertedSoftmax()); got "
-            f"normaliser={normaliser!r}."
+            f"normalizer={normalizer!r}."
         )
     return capabilities
 
 
-class _Unnormalised(BiasFormMixin, QueryBankNormaliser):
+class _Unnormalized(BiasFormMixin, QueryBankNormalizer):
     """Raw similarities as scores: what a closed gate serves.
 
     Made from a fitted normaliser (:meth:`like`), whose gallery, sizes and block
@@ -225,13 +225,13 @@ class _Unnormalised(BiasFormMixin, QueryBankNormaliser):
     capabilities = Capabilities(bias_form=True, index="bias")
 
     @classmethod
-    def like(cls, normaliser):
-        params = normaliser.get_params()
+    def like(cls, normalizer):
+        params = normalizer.get_params()
         raw = cls(metric=params.get("metric", "cosine"), working_memory=params.get("working_memory"),
                   n_jobs=params.get("n_jobs"))
         for name in ("gallery_embeddings_", "n_features_in_", "n_bank_", "feature_names_in_"):
-            if hasattr(normaliser, name):
-                setattr(raw, name, getattr(normaliser, name))
+            if hasattr(normalizer, name):
+                setattr(raw, name, getattr(normalizer, name))
         return raw
 
     def _gallery_bias(self):

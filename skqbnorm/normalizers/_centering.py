@@ -1,23 +1,25 @@
 """Centering: the querybank's column mean as a baseline normaliser, and DN."""
 
+import warnings
 from numbers import Real
 
 import numpy as np
+from sklearn.utils._param_validation import Hidden, StrOptions
 
 from .._core import ColumnMean
 from .._validation import NotBool
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 
 
-class Centering(BiasFormMixin, QueryBankNormaliser):
+class Centering(BiasFormMixin, QueryBankNormalizer):
     """Subtract (a multiple of) the querybank's mean similarity to each gallery item.
 
-    ``score(q, g) = s(q, g) - weight * mean_i s(b_i, g)``. With ``weight=1`` (the
+    ``score(q, g) = s(q, g) - alpha * mean_i s(b_i, g)``. With ``alpha=1`` (the
     default) this is CENT: for inner products, centring the queries on the bank
     centroid; a baseline, which the QB-Norm paper found harmful for cross-modal
-    retrieval. With ``weight=0.5`` it is Distribution Normalization (DN, shipped
+    retrieval. With ``alpha=0.5`` it is Distribution Normalization (DN, shipped
     with NNN, Chowdhury et al. 2024), which subtracts half the bank's mean embedding
     from each query embedding: for dot products, ``<q - w * mean_b b, g> = s(q, g) -
     w * mean_b s(b, g)``.
@@ -29,8 +31,12 @@ class Centering(BiasFormMixin, QueryBankNormaliser):
 
     Parameters
     ----------
-    weight : float, default=1.0
-        Multiple of the bank's mean similarity subtracted, >= 0: 1 is CENT, 0.5 DN.
+    alpha : float, default=1.0
+        Multiple of the bank's mean similarity subtracted, >= 0: 1 is CENT, 0.5 DN
+        (the bias weight, named as in :class:`NearestNeighborNormalization`).
+    weight : float, default="deprecated"
+        Deprecated alias of ``alpha`` (renamed in 1.0, removed in 1.1): when given,
+        fit uses it and warns.
     metric : {"cosine", "dot"}, default="cosine"
         Similarity used in embedding mode.
     working_memory : float, default=None
@@ -62,13 +68,13 @@ class Centering(BiasFormMixin, QueryBankNormaliser):
     --------
     >>> import numpy as np
     >>> from skqbnorm import Centering
-    >>> normaliser = Centering().fit(np.array([[0.9, 0.1], [0.7, 0.3]]))
-    >>> normaliser.transform([[0.8, 0.4]]).round(3)
+    >>> normalizer = Centering().fit(np.array([[0.9, 0.1], [0.7, 0.3]]))
+    >>> normalizer.transform([[0.8, 0.4]]).round(3)
     array([[0. , 0.2]])
 
     Distribution Normalization subtracts half the mean:
 
-    >>> dn = Centering(weight=0.5).fit(np.array([[0.9, 0.1], [0.7, 0.3]]))
+    >>> dn = Centering(alpha=0.5).fit(np.array([[0.9, 0.1], [0.7, 0.3]]))
     >>> dn.transform([[0.8, 0.4]]).round(3)
     array([[0.4, 0.3]])
     """
@@ -76,12 +82,15 @@ class Centering(BiasFormMixin, QueryBankNormaliser):
     capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
-        "weight": [NotBool(Real, 0, np.inf, closed="left")],
+        **QueryBankNormalizer._parameter_constraints,
+        "alpha": [NotBool(Real, 0, np.inf, closed="left")],
+        "weight": [NotBool(Real, 0, np.inf, closed="left"), Hidden(StrOptions({"deprecated"}))],
     }
 
-    def __init__(self, weight=1.0, *, metric="cosine", working_memory=None, n_jobs=None):
+    def __init__(self, alpha=1.0, *, weight="deprecated", metric="cosine", working_memory=None,
+                 n_jobs=None):
         super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
+        self.alpha = alpha
         self.weight = weight
 
     def _reducers(self, n_bank, n_gallery, dtype):
@@ -90,7 +99,15 @@ class Centering(BiasFormMixin, QueryBankNormaliser):
     def _learn(self, reducers):
         self.bank_mean_ = reducers[0].result()
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
-            self._bias = self.weight * self.bank_mean_  # the mean itself for weight=1
+            self._bias = self._bias_weight() * self.bank_mean_  # the mean itself for alpha=1
+
+    def _bias_weight(self):
+        """``alpha``, or the deprecated ``weight`` given in its place (with a FutureWarning)."""
+        if isinstance(self.weight, str) and self.weight == "deprecated":
+            return self.alpha
+        warnings.warn("Centering's weight was renamed alpha in skqbnorm 1.0 and will be removed "
+                      "in 1.1; pass alpha=.", FutureWarning, stacklevel=4)
+        return self.weight
 
     def _gallery_bias(self):
         return self._bias

@@ -6,7 +6,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._core import ColumnMoments, RowMoments
 from .._ranks import ColumnRanks, SortedColumns, SortedRows
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._capabilities import Capabilities
 
 
@@ -15,10 +15,10 @@ def standard_scale(std):
     return np.where(std > 0, std, 1.0)
 
 
-def learn_bank_moments(normaliser, moments):
+def learn_bank_moments(normalizer, moments):
     """Set ``bank_mean_``, ``bank_std_`` and the scale divided by from a ColumnMoments."""
-    normaliser.bank_mean_, normaliser.bank_std_ = moments.result()
-    normaliser._bank_scale = standard_scale(normaliser.bank_std_)
+    normalizer.bank_mean_, normalizer.bank_std_ = moments.result()
+    normalizer._bank_scale = standard_scale(normalizer.bank_std_)
 
 
 def standardised(sims, mean, scale, dtype):
@@ -34,7 +34,7 @@ def standardised(sims, mean, scale, dtype):
     return half
 
 
-class QueryBankZNorm(QueryBankNormaliser):
+class QueryBankZNorm(QueryBankNormalizer):
     """Querybank z-norm: standardise each gallery item's similarities on the bank.
 
     ``score(q, g) = (s(q, g) - mu_g) / sigma_g``, with ``mu_g`` and ``sigma_g`` the mean
@@ -91,10 +91,10 @@ class QueryBankZNorm(QueryBankNormaliser):
     >>> import numpy as np
     >>> from skqbnorm import QueryBankZNorm
     >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3]])
-    >>> normaliser = QueryBankZNorm().fit(bank_sims)
-    >>> normaliser.bank_mean_.round(3), normaliser.bank_std_.round(3)
+    >>> normalizer = QueryBankZNorm().fit(bank_sims)
+    >>> normalizer.bank_mean_.round(3), normalizer.bank_std_.round(3)
     (array([0.8, 0.2]), array([0.1, 0.1]))
-    >>> normaliser.transform([[0.8, 0.4]]).round(3)  # item 1 stands out from the bank
+    >>> normalizer.transform([[0.8, 0.4]]).round(3)  # item 1 stands out from the bank
     array([[0., 2.]])
     """
 
@@ -112,7 +112,7 @@ class QueryBankZNorm(QueryBankNormaliser):
         )
 
 
-class MutualProximity(QueryBankNormaliser):
+class MutualProximity(QueryBankNormalizer):
     """Mutual Proximity in querybank form (after Schnitzer et al., 2012).
 
     A similarity counts as high when it is high both for the gallery item, among
@@ -216,7 +216,7 @@ class MutualProximity(QueryBankNormaliser):
     capabilities = Capabilities(whole_rows=True, index="rerank")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "method": [StrOptions({"gaussian", "empiric"})],
     }
 

@@ -5,11 +5,11 @@ from sklearn.utils import gen_batches
 
 from .._core import all_finite, check_finite_block, rows_per_chunk
 from .._ranks import ColumnRanks, SortedColumns
-from ._base import QueryBankNormaliser, fill_blocks
+from ._base import QueryBankNormalizer, fill_blocks
 from ._capabilities import Capabilities
 
 
-class GloballyCorrected(QueryBankNormaliser):
+class GloballyCorrected(QueryBankNormalizer):
     """Globally-Corrected retrieval (Dinu et al., 2015).
 
     For each gallery item ``g``, the new query is ranked among the querybank by
@@ -69,9 +69,9 @@ class GloballyCorrected(QueryBankNormaliser):
     >>> import numpy as np
     >>> from skqbnorm import GloballyCorrected
     >>> bank_sims = np.array([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]])
-    >>> normaliser = GloballyCorrected().fit(bank_sims)
+    >>> normalizer = GloballyCorrected().fit(bank_sims)
     >>> # two bank queries beat 0.75 on item 0, one beats 0.25 on item 1
-    >>> normaliser.transform([[0.75, 0.25]])
+    >>> normalizer.transform([[0.75, 0.25]])
     array([[-1.5, -1. ]])
     """
 

@@ -1,6 +1,7 @@
 """Querybank normalisers: scikit-learn transformers that rescale query similarities."""
 
-from ._base import BankPasses, QueryBankNormaliser
+from .._validation import renamed_names
+from ._base import BankPasses, QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 from ._centering import Centering
@@ -11,7 +12,7 @@ from ._gc import GloballyCorrected
 from ._mutual_proximity import MutualProximity, QueryBankZNorm
 from ._nnn import NearestNeighborNormalization
 from ._querybank_gate import QueryBankGate
-from ._sinkhorn import DualBankSinkhornNormalisation, SinkhornNormalisation
+from ._sinkhorn import DualBankSinkhornNormalization, SinkhornNormalization
 from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
 __all__ = [
@@ -20,7 +21,7 @@ __all__ = [
     "BiasFormMixin",
     "Capabilities",
     "Centering",
-    "DualBankSinkhornNormalisation",
+    "DualBankSinkhornNormalization",
     "DualDynamicInvertedSoftmax",
     "DualInvertedSoftmax",
     "DualSoftmax",
@@ -30,7 +31,13 @@ __all__ = [
     "MutualProximity",
     "NearestNeighborNormalization",
     "QueryBankGate",
-    "QueryBankNormaliser",
+    "QueryBankNormalizer",
     "QueryBankZNorm",
-    "SinkhornNormalisation",
+    "SinkhornNormalization",
 ]
+
+__getattr__ = renamed_names(__name__, {
+    "QueryBankNormaliser": "QueryBankNormalizer",
+    "SinkhornNormalisation": "SinkhornNormalization",
+    "DualBankSinkhornNormalisation": "DualBankSinkhornNormalization",
+})

@@ -6,12 +6,12 @@ import numpy as np
 
 from .._core import ColumnTopKMean
 from .._validation import NotBool
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 
 
-class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
+class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
     """Nearest Neighbor Normalization (NNN; Chowdhury et al., EMNLP 2024).
 
     Each gallery item's similarity is lowered by ``alpha`` times its mean
@@ -83,17 +83,17 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormaliser):
     >>> import numpy as np
     >>> from skqbnorm import NearestNeighborNormalization
     >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3], [0.8, 0.2]])
-    >>> normaliser = NearestNeighborNormalization(k=2, alpha=0.5).fit(bank_sims)
-    >>> normaliser.bank_neighbourhood_
+    >>> normalizer = NearestNeighborNormalization(k=2, alpha=0.5).fit(bank_sims)
+    >>> normalizer.bank_neighbourhood_
     array([0.85, 0.25])
-    >>> normaliser.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
+    >>> normalizer.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
     array([[0.175, 0.375]])
     """
 
     capabilities = Capabilities(bias_form=True, index="bias")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
         "alpha": [NotBool(Real, 0, np.inf, closed="left")],
     }

@@ -6,12 +6,12 @@ import numpy as np
 
 from .._core import ColumnTopKMean, finite_mean, row_top_k
 from .._validation import NotBool
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
 
 
-class CSLS(BiasFormMixin, QueryBankNormaliser):
+class CSLS(BiasFormMixin, QueryBankNormalizer):
     """Cross-domain Similarity Local Scaling (Conneau et al., 2018).
 
     ``CSLS(q, g) = 2 s(q, g) - r_G(q) - r_B(g)``, where ``r_G(q)`` is the mean of
@@ -55,17 +55,17 @@ class CSLS(BiasFormMixin, QueryBankNormaliser):
     >>> import numpy as np
     >>> from skqbnorm import CSLS
     >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3], [0.8, 0.2]])
-    >>> normaliser = CSLS(k=2).fit(bank_sims)
-    >>> normaliser.bank_neighbourhood_
+    >>> normalizer = CSLS(k=2).fit(bank_sims)
+    >>> normalizer.bank_neighbourhood_
     array([0.85, 0.25])
-    >>> normaliser.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
+    >>> normalizer.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
     array([[-0.2,  0.2]])
     """
 
     capabilities = Capabilities(bias_form=True, whole_rows=True, index="bias")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "k": [NotBool(Integral, 1, None, closed="left")],
     }
 

@@ -1,14 +1,14 @@
 """Serving a fitted normaliser: transform, scores of blocks, and the index's protocol.
 
 The serving protocol, public and shared by every normaliser, is what
-:class:`~skqbnorm.index.NormalisedIndex` (and any other engine) asks of a
+:class:`~skqbnorm.index.NormalizedIndex` (and any other engine) asks of a
 normaliser; it tests no class and calls no private method:
 
-- ``capabilities`` (a :class:`~skqbnorm.normalisers.Capabilities`): ``index``
+- ``capabilities`` (a :class:`~skqbnorm.normalizers.Capabilities`): ``index``
   says whether it is served by the augmented search (``"bias"``: then
   ``augmented_gallery()``, ``gallery_biases()`` and ``row_forms(top1)`` for the
   ``gated`` ones) or by reranking raw candidates (``"rerank"``);
-- :meth:`~ServingMixin.serving_normaliser` and
+- :meth:`~ServingMixin.serving_normalizer` and
   :meth:`~ServingMixin.check_index_serving`: what is served, or why not;
 - :meth:`~ServingMixin.prepare_queries` and
   :meth:`~ServingMixin.candidate_similarities`: the queries as the index takes
@@ -125,7 +125,7 @@ class ServingMixin:
         """Normalised scores of a block of query rows over some gallery columns.
 
         Part of the serving protocol (see the module docstring): what ``transform``,
-        ``top_k`` and :class:`~skqbnorm.index.NormalisedIndex` score with.
+        ``top_k`` and :class:`~skqbnorm.index.NormalizedIndex` score with.
 
         Parameters
         ----------
@@ -292,7 +292,7 @@ class ServingMixin:
 
     # -- the serving protocol of NormalisedIndex ----------------------------------------
 
-    def serving_normaliser(self):
+    def serving_normalizer(self):
         """The fitted normaliser whose scores serve queries: this one.
 
         A meta-normaliser (:class:`~skqbnorm.QueryBankGate`) returns the one it
@@ -309,7 +309,7 @@ class ServingMixin:
         """
         if self.capabilities.index is None:
             raise ValueError(
-                f"{type(self).__name__} is not supported by NormalisedIndex (its "
+                f"{type(self).__name__} is not supported by NormalizedIndex (its "
                 "capabilities declare index=None): use its top_k."
             )
 
@@ -350,7 +350,7 @@ class ServingMixin:
             return
         raise ValueError(
             f"{type(self).__name__} declares whole-row scores but defines no "
-            "index_row_state: NormalisedIndex cannot serve it."
+            "index_row_state: NormalizedIndex cannot serve it."
         )
 
     def candidate_similarities(self, queries, candidates):

@@ -6,11 +6,11 @@ import numpy as np
 
 from .._core import ColumnLogSumExp, all_finite
 from .._validation import NotBool
-from ._base import QueryBankNormaliser
+from ._base import QueryBankNormalizer
 from ._capabilities import Capabilities
 
 
-class DualSoftmax(QueryBankNormaliser):
+class DualSoftmax(QueryBankNormalizer):
     """Dual softmax (DSL) of query similarities, over a querybank or the test queries.
 
     CAMoE (Cheng et al., 2021), as post-processing in CLIP4Clip and X-CLIP, weights
@@ -97,15 +97,15 @@ class DualSoftmax(QueryBankNormaliser):
 
     With a querybank, new queries are scored one at a time:
 
-    >>> normaliser = DualSoftmax(temperature=0.5).fit(sims)
-    >>> normaliser.transform([[0.8, 0.5]]).round(4)
+    >>> normalizer = DualSoftmax(temperature=0.5).fit(sims)
+    >>> normalizer.transform([[0.8, 0.5]]).round(4)
     array([[0.3921, 0.2201]])
     """
 
     capabilities = Capabilities(transductive=True, index="rerank")
 
     _parameter_constraints: dict = {
-        **QueryBankNormaliser._parameter_constraints,
+        **QueryBankNormalizer._parameter_constraints,
         "temperature": [NotBool(Real, 0, np.inf, closed="neither")],
     }
 
