@@ -123,13 +123,7 @@ class BayesianReranker(BaseEstimator):
 
     def _lists(self, X, y, groups):
         """Validated ``X`` and ``y``, and the indices of each list (``group_labels_`` set)."""
-        X, y, groups = checked_inputs(X, y, groups)
-        with naming("groups", groups):
-            self.group_labels_, members = np.unique(groups, return_inverse=True)
-        order = np.argsort(members, kind="stable")
-        lists = np.split(order, np.cumsum(np.bincount(members))[:-1])
-        for label, index in zip(self.group_labels_, lists):
-            self._check_list(label, y[index])
+        X, y, self.group_labels_, lists = split_lists(X, y, groups)
         return X, y, lists
 
     def _record(self, results, lists, shape):
@@ -165,19 +159,6 @@ class BayesianReranker(BaseEstimator):
         """
         return self.fit(X, y, groups=groups).scores_
 
-    def _check_list(self, label, initial):
-        where = "" if len(self.group_labels_) == 1 else f" in group {np.asarray(label).item()!r}"
-        if len(initial) < 2:
-            raise ValueError(
-                f"A list needs at least 2 samples to rerank; got {len(initial)} sample(s){where} "
-                "(rows of X and entries of y per value of groups)."
-            )
-        if np.ptp(initial) == 0:
-            raise ValueError(
-                f"The initial scores y are constant (all {initial[0]}){where}, shape "
-                f"{initial.shape}: they carry no order to rerank."
-            )
-
     def _warn_of(self, infos):
         """Warn of the lists whose solver stopped short or whose graph has no edge.
 
@@ -192,7 +173,7 @@ class BayesianReranker(BaseEstimator):
             n_iter = max(infos[i]["n_iter"] for i in stopped)
             warn_caller(
                 f"{solver[0].upper()}{solver[1:]} stopped with status {status!r} after {n_iter} "
-                f"iterations on {self._which_lists(stopped, len(infos))}: their scores may be "
+                f"iterations on {which_lists(self.group_labels_, stopped)}: their scores may be "
                 f"inaccurate. {self._convergence_advice(solver)}",
                 ConvergenceWarning,
             )
@@ -200,18 +181,11 @@ class BayesianReranker(BaseEstimator):
         if edgeless:
             warn_caller(
                 f"sigma={self.sigma!r} is so small against the distances between the samples "
-                f"of {self._which_lists(edgeless, len(infos))} that every affinity "
+                f"of {which_lists(self.group_labels_, edgeless)} that every affinity "
                 "exp(-d^2 / (2 sigma^2)) underflows to 0: their graph has no edge and the "
                 "prior no effect. Use a larger sigma or 'median'.",
                 UserWarning,
             )
-
-    def _which_lists(self, indices, n_lists):
-        if n_lists == 1:
-            return "the list"
-        labels = ", ".join(repr(np.asarray(self.group_labels_[i]).item()) for i in indices[:5])
-        more = ", ..." if len(indices) > 5 else ""
-        return f"{len(indices)} of {n_lists} lists (groups {labels}{more})"
 
     def _convergence_advice(self, solver):
         return (f"Conjugate gradients stop at a relative residual of {TOLERANCE} or after "
@@ -293,6 +267,43 @@ class ListComponents(NamedTuple):
     free: np.ndarray
     direction: np.ndarray
     null: np.ndarray
+
+
+def split_lists(X, y, groups):
+    """Validated ``X`` and ``y``, the sorted group labels, and the indices of each
+    list (in label order, ascending within a list); each list checked by :func:`check_list`."""
+    X, y, groups = checked_inputs(X, y, groups)
+    with naming("groups", groups):
+        labels, members = np.unique(groups, return_inverse=True)
+    order = np.argsort(members, kind="stable")
+    lists = np.split(order, np.cumsum(np.bincount(members))[:-1])
+    for label, index in zip(labels, lists):
+        check_list(label, y[index], len(labels))
+    return X, y, labels, lists
+
+
+def check_list(label, initial, n_lists):
+    """Refuse a list that cannot be reranked: fewer than 2 samples, or constant scores."""
+    where = "" if n_lists == 1 else f" in group {np.asarray(label).item()!r}"
+    if len(initial) < 2:
+        raise ValueError(
+            f"A list needs at least 2 samples to rerank; got {len(initial)} sample(s){where} "
+            "(rows of X and entries of y per value of groups)."
+        )
+    if np.ptp(initial) == 0:
+        raise ValueError(
+            f"The initial scores y are constant (all {initial[0]}){where}, shape "
+            f"{initial.shape}: they carry no order to rerank."
+        )
+
+
+def which_lists(labels, indices):
+    """The lists at ``indices`` (of those with the group ``labels``), for a message."""
+    if len(labels) == 1:
+        return "the list"
+    names = ", ".join(repr(np.asarray(labels[i]).item()) for i in indices[:5])
+    more = ", ..." if len(indices) > 5 else ""
+    return f"{len(indices)} of {len(labels)} lists (groups {names}{more})"
 
 
 def checked_inputs(X, y, groups):

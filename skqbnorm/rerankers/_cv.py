@@ -13,6 +13,7 @@ from .._validation import NotBool as Interval
 from .._validation import check_labels
 from ..metrics import average_precisions
 from ..metrics._ranking import check_ap_options
+from ._base import split_lists
 from ._hinge import HingeReranker
 
 
@@ -136,7 +137,8 @@ class RerankerCV(BaseEstimator):
                 "RerankerCV needs groups (the list each sample belongs to): its folds hold "
                 "whole lists, and a single list leaves nothing to hold out."
             )
-        X, y, lists = reranker._lists(X, y, groups)
+        X, y, self.group_labels_, lists = split_lists(X, y, groups)
+        reranker.group_labels_ = self.group_labels_  # the best estimator's, as fit sets it
         relevance = check_labels(relevance, "relevance", len(y))
         order = np.concatenate(lists)  # the samples list by list
         members = np.empty(len(y), dtype=np.intp)
@@ -156,7 +158,6 @@ class RerankerCV(BaseEstimator):
         self.best_c_ = float(cs[self.best_index_])
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
         self.n_splits_ = len(folds)
-        self.group_labels_ = reranker.group_labels_
         best = reranker.set_params(c=self.best_c_)
         self.best_estimator_ = best._record([path[self.best_index_] for path in paths], lists, X.shape)
         self.scores_ = best.scores_

@@ -8,7 +8,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._validation import NotBool as Interval
 from .._validation import warn_caller
-from ._base import BayesianReranker, score_scale
+from ._base import score_scale, which_lists
 from ._graph import degrees, most_similar, neighbour_matrix, top_of_rows, unit_rows
 from ._neighbourhood import NeighbourhoodReranker
 from ._solvers import TOLERANCE, conjugate_gradients
@@ -113,7 +113,7 @@ class DiffusionReranker(NeighbourhoodReranker):
             warn_caller(
                 f"Conjugate gradients stopped after {self.n_iter_[stopped].max()} iterations "
                 f"without reaching a relative residual of {TOLERANCE} on "
-                f"{BayesianReranker._which_lists(self, stopped, len(infos))}: their scores may "
+                f"{which_lists(self.group_labels_, stopped)}: their scores may "
                 f"be inaccurate. alpha={self.alpha} closer to 1 makes the system harder.",
                 ConvergenceWarning,
             )

@@ -10,8 +10,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import StrOptions
 
-from .._validation import naming
-from ._base import BayesianReranker, checked_inputs
+from ._base import split_lists
 
 #: Initial scores this far beyond [-1, 1] are rounding (e.g. float32 cosines of 1 + 1e-7),
 #: clipped; further, ``initial="cosine"`` refuses them.
@@ -52,12 +51,7 @@ class NeighbourhoodReranker(BaseEstimator):
         self : object
             Fitted reranker, with ``scores_``.
         """
-        X, y, groups = checked_inputs(X, y, groups)
-        with naming("groups", groups):
-            self.group_labels_, members = np.unique(groups, return_inverse=True)
-        lists = [np.flatnonzero(members == g) for g in range(len(self.group_labels_))]
-        for label, index in zip(self.group_labels_, lists):
-            BayesianReranker._check_list(self, label, y[index])  # the same refusals
+        X, y, self.group_labels_, lists = split_lists(X, y, groups)  # the Bayesian refusals
         y = self._query_similarities(y, lists)
         results = Parallel(n_jobs=self.n_jobs)(
             delayed(self._rerank_list)(X[index], y[index]) for index in lists
