@@ -94,7 +94,7 @@ def main():
     parser.add_argument("--bank", type=int, default=1000)
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--normaliser", choices=["nnn", "dis"], default="nnn")
+    parser.add_argument("--normalizer", choices=["nnn", "dis"], default="nnn")
     parser.add_argument("--factories", nargs="+", default=["Flat", "IVF1024,Flat", "HNSW32"])
     parser.add_argument("--train-size", type=int, default=65_536,
                         help="gallery items an IVF index is trained on")

@@ -1119,8 +1119,8 @@ def _ap_cases():
         ("n=inf", s, r, {"n": np.inf}, "error", ("n",), False, True),
         ("n='2'", s, r, {"n": "2"}, "error", ("n",), False, True),
         ("n=int64", s, r, {"n": np.int64(2)}, "ok", ("n",), False, True),
-        ("normalizer=x", s, r, {"normalizer": "x"}, "error", ("normalizer",), False, True),
-        ("normalizer=truncated", s, r, {"normalizer": "truncated", "n": 2}, "ok", ("normalizer",),
+        ("denominator=x", s, r, {"denominator": "x"}, "error", ("denominator",), False, True),
+        ("denominator=truncated", s, r, {"denominator": "truncated", "n": 2}, "ok", ("denominator",),
          False, True),
     ]
     for label, scores, relevance, kwargs, expect, names, shape, finite in specs:
