@@ -297,7 +297,7 @@ def agreement(name_a, name_b, found, data, bias):
 def agreements(tools, found, fitted, data, alpha):
     ours_nnn = next(t.name for t in tools if t.name.startswith("skqbnorm NNN"))
     ours_csls = next(t.name for t in tools if t.name.startswith("skqbnorm CSLS"))
-    r_b = fitted[ours_nnn].bank_neighbourhood_
+    r_b = fitted[ours_nnn].bank_neighborhood_
     bias = alpha * r_b  # NNN's; CSLS's ranking is the ranking of q . g - r_B / 2
     lines = [agreement(ours_csls, ours_nnn, found, data, 0.5 * r_b)]
     for peer in (t.name for t in tools if t.kind.startswith("peer")):

@@ -335,10 +335,10 @@ class NormalizedIndex(BaseEstimator):
         row state needs (CSLS's r_G, GC's range), or the candidates to rerank."""
         normalizer = self.normalizer_
         if not self.bias_form_:
-            return min(max(k, self.n_candidates, normalizer.index_neighbours()), self.n_gallery_)
+            return min(max(k, self.n_candidates, normalizer.index_neighbors()), self.n_gallery_)
         if normalizer.capabilities.gated:
-            return max(k, normalizer.index_neighbours())
-        return normalizer.index_neighbours()
+            return max(k, normalizer.index_neighbors())
+        return normalizer.index_neighbors()
 
     def _raw_search(self, vectors, k):
         """The index's raw top k of query-space ``vectors`` (the serving protocol's ``search``)."""

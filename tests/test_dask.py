@@ -72,7 +72,7 @@ def test_dask_embedding_mode(client, rng):
     assert_allclose(fitted.transform(sims), reference.transform(sims))
 
 
-FITTED_ARRAYS = ("bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_")
+FITTED_ARRAYS = ("bank_soft_max_", "activated_", "bank_neighborhood_", "sorted_bank_", "bank_mean_")
 
 
 @pytest.mark.slow

@@ -91,3 +91,19 @@ def test_laplacian_old_spellings_warn_and_rank_alike(rng, old, new):
     with pytest.warns(FutureWarning, match=rf"laplacian='{old}' is spelt '{new}' since"):
         before = PointwiseReranker(laplacian=old).fit_predict(features, initial)
     assert_array_equal(before, PointwiseReranker(laplacian=new).fit_predict(features, initial))
+
+
+def test_renamed_fitted_attributes_warn_and_equal_the_new_ones(rng):
+    from skqbnorm import CSLS, NearestNeighborNormalization
+    from skqbnorm.metrics import querybank_diagnostics
+
+    bank = rng.normal(size=(30, 9))
+    for normalizer in (CSLS(k=3), NearestNeighborNormalization(k=3)):
+        assert not hasattr(normalizer, "bank_neighbourhood_")  # unfitted: absent, as before
+        normalizer.fit(bank)
+        with pytest.warns(FutureWarning, match="bank_neighbourhood_ was renamed bank_neighborhood_"):
+            old = normalizer.bank_neighbourhood_
+        assert old is normalizer.bank_neighborhood_
+    report = querybank_diagnostics(bank, rng.normal(size=(10, 9)))
+    with pytest.warns(FutureWarning, match="neighbour_gap was renamed neighbor_gap"):
+        assert report.neighbour_gap == report.neighbor_gap

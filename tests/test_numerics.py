@@ -45,7 +45,7 @@ NORMALIZERS = [
     Centering(),
 ]
 FITTED_ARRAYS = (
-    "bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_"
+    "bank_soft_max_", "activated_", "bank_neighborhood_", "sorted_bank_", "bank_mean_"
 )
 
 

@@ -30,7 +30,7 @@ def sims(rng):
 
 
 FITTED_ARRAYS = (
-    "bank_soft_max_", "activated_", "bank_neighbourhood_", "sorted_bank_", "bank_mean_"
+    "bank_soft_max_", "activated_", "bank_neighborhood_", "sorted_bank_", "bank_mean_"
 )
 
 

@@ -14,6 +14,7 @@ from .._validation import (
     check_real,
     float_dtype,
     naming,
+    renamed_attribute,
     warn_caller,
 )
 
@@ -82,14 +83,16 @@ class QueryBankDiagnostics:
         return self.top1_ks > MAX_TOP1_KS and self.top1_ks_pvalue < KS_ALPHA
 
     @property
-    def neighbour_gap(self):
+    def neighbor_gap(self):
         """Whether too many queries are nearest-neighbour outliers of the bank."""
         return self.nn_outlier_share is not None and self.nn_outlier_share > MAX_NN_OUTLIER_SHARE
+
+    neighbour_gap = renamed_attribute("neighbour_gap", "neighbor_gap")
 
     @property
     def out_of_domain(self):
         """Whether the bank looks out of domain for the queries (either gap)."""
-        return self.top1_gap or self.neighbour_gap
+        return self.top1_gap or self.neighbor_gap
 
     def to_dict(self):
         """The figures and verdicts as a dict (``warnings`` as a list), ready for json."""
@@ -408,7 +411,7 @@ def _warnings(report):
                     f"distributions is {report.top1_ks:.3f} (over {MAX_TOP1_KS}, "
                     f"p={report.top1_ks_pvalue:.2g}; medians {report.bank_top1_median:.3f} "
                     f"and {report.query_top1_median:.3f})")
-    if report.neighbour_gap:
+    if report.neighbor_gap:
         gaps.append(f"{report.nn_outlier_share:.1%} of the queries are less similar to their "
                     f"nearest bank query than {1 - NN_QUANTILE:.0%} of bank queries are to "
                     f"theirs (over {MAX_NN_OUTLIER_SHARE:.0%})")

@@ -5,7 +5,7 @@ from numbers import Integral
 import numpy as np
 
 from .._core import ColumnTopKMean, finite_mean, row_top_k
-from .._validation import NotBool
+from .._validation import NotBool, renamed_attribute
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -39,7 +39,7 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
 
     Attributes
     ----------
-    bank_neighbourhood_ : ndarray of shape (n_gallery,)
+    bank_neighborhood_ : ndarray of shape (n_gallery,)
         ``r_B(g)``: mean of the ``k`` largest bank similarities per gallery item.
     gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
         The prepared gallery embeddings in embedding mode, else None.
@@ -56,7 +56,7 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
     >>> from skqbnorm import CSLS
     >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3], [0.8, 0.2]])
     >>> normalizer = CSLS(k=2).fit(bank_sims)
-    >>> normalizer.bank_neighbourhood_
+    >>> normalizer.bank_neighborhood_
     array([0.85, 0.25])
     >>> normalizer.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
     array([[-0.2,  0.2]])
@@ -69,6 +69,8 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
         "k": [NotBool(Integral, 1, None, closed="left")],
     }
 
+    bank_neighbourhood_ = renamed_attribute("bank_neighbourhood_", "bank_neighborhood_")
+
     def __init__(self, k=10, *, metric="cosine", working_memory=None, n_jobs=None):
         super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
         self.k = k
@@ -80,11 +82,11 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
         return [ColumnTopKMean(self.k)]
 
     def _learn(self, reducers):
-        self.bank_neighbourhood_ = reducers[0].result()
+        self.bank_neighborhood_ = reducers[0].result()
 
     def _gallery_bias(self):
         # 2 s - r_G(q) - r_B(g): r_G shifts a whole row, so a row ranks as s - r_B / 2.
-        return self.bank_neighbourhood_ / 2
+        return self.bank_neighborhood_ / 2
 
     def _row_state(self, sims, columns, state=None):
         """Each row's k largest similarities so far."""
@@ -95,17 +97,17 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
         # similarities of a common magnitude, however large.
         dtype = sims.dtype
         top = self._row_state(sims, columns) if row_state is None else row_state
-        np.subtract(sims, self.bank_neighbourhood_[columns].astype(dtype), out=out)
+        np.subtract(sims, self.bank_neighborhood_[columns].astype(dtype), out=out)
         out += sims - finite_mean(top, axis=1).astype(dtype)[:, None]
 
-    def index_neighbours(self):
+    def index_neighbors(self):
         """CSLS's ``r_G(q)`` is the mean of each query's raw top ``k``."""
         return self.k
 
-    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
         """Each query's raw top ``k`` similarities from the index, sorted (missing ones
         filled with the mean of those found, so that ``r_G(q)`` is their mean)."""
-        return np.sort(_neighbourhood_of_found(neighbour_sims[:, : self.k]), axis=1)
+        return np.sort(_neighbourhood_of_found(neighbor_sims[:, : self.k]), axis=1)
 
 
 def _neighbourhood_of_found(sims):

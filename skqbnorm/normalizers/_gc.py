@@ -147,15 +147,15 @@ class GloballyCorrected(QueryBankNormalizer):
             scores -= ranks
             out[:, tile] = scores.T
 
-    def index_neighbours(self):
+    def index_neighbors(self):
         """GC's row range takes the highest similarity from the raw search."""
         return 1
 
-    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
         """Each row's range ``(low, high)``: ``high`` from the raw search, ``low`` from a
         search of ``-q`` (the lowest similarity), both as the index finds them."""
         lowest = self.candidate_similarities(queries, search(-queries, 1))
-        return _row_range_of_found(lowest[:, 0], neighbour_sims)
+        return _row_range_of_found(lowest[:, 0], neighbor_sims)
 
 
 def _row_range_of_found(lowest, sims):

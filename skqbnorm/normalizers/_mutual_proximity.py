@@ -258,7 +258,7 @@ class MutualProximity(QueryBankNormalizer):
         gallery = self.gallery_embeddings_
         return gallery.mean(axis=0, dtype=np.float64), np.cov(gallery, rowvar=False, bias=True)
 
-    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
         """Each row's mean and spread, ``q . mean`` and ``sqrt(q' cov q)``, from
         :meth:`index_context` (exact: no search needed)."""
         mean, covariance = self.index_context() if context is None else context

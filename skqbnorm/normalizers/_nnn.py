@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._core import ColumnTopKMean
-from .._validation import NotBool
+from .._validation import NotBool, renamed_attribute
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -56,9 +56,9 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
 
     Attributes
     ----------
-    bank_neighbourhood_ : ndarray of shape (n_gallery,)
+    bank_neighborhood_ : ndarray of shape (n_gallery,)
         ``r_k(g)``: mean of the ``k`` largest bank similarities per gallery item,
-        in float64; the bias is ``alpha * bank_neighbourhood_``.
+        in float64; the bias is ``alpha * bank_neighborhood_``.
     gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
         The prepared gallery embeddings in embedding mode, else None.
     n_bank_ : int
@@ -84,7 +84,7 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
     >>> from skqbnorm import NearestNeighborNormalization
     >>> bank_sims = np.array([[0.9, 0.1], [0.7, 0.3], [0.8, 0.2]])
     >>> normalizer = NearestNeighborNormalization(k=2, alpha=0.5).fit(bank_sims)
-    >>> normalizer.bank_neighbourhood_
+    >>> normalizer.bank_neighborhood_
     array([0.85, 0.25])
     >>> normalizer.transform([[0.6, 0.5]]).round(3)  # the hub (item 0) loses
     array([[0.175, 0.375]])
@@ -97,6 +97,8 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
         "k": [NotBool(Integral, 1, None, closed="left")],
         "alpha": [NotBool(Real, 0, np.inf, closed="left")],
     }
+
+    bank_neighbourhood_ = renamed_attribute("bank_neighbourhood_", "bank_neighborhood_")
 
     def __init__(self, k=32, alpha=1.0, *, metric="cosine", working_memory=None, n_jobs=None):
         super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
@@ -111,19 +113,19 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
         return [ColumnTopKMean(self.k)]
 
     def _learn(self, reducers):
-        self.bank_neighbourhood_ = reducers[0].result()
+        self.bank_neighborhood_ = reducers[0].result()
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
-            self._bias = self.alpha * self.bank_neighbourhood_
+            self._bias = self.alpha * self.bank_neighborhood_
 
     def _gallery_bias(self):
         return self._bias
 
     def _overflow_cause(self, similarity, item):
         """The bias ``alpha * r_B(g)`` itself overflows: alpha is to blame."""
-        if not np.isfinite(self._bias[item]) and np.isfinite(self.bank_neighbourhood_[item]):
+        if not np.isfinite(self._bias[item]) and np.isfinite(self.bank_neighborhood_[item]):
             return (
                 f"alpha={self.alpha!r} is too large for these similarities: the bias "
-                f"alpha * r_B(g) of gallery item {item} (r_B = {self.bank_neighbourhood_[item]:.6g}) "
+                f"alpha * r_B(g) of gallery item {item} (r_B = {self.bank_neighborhood_[item]:.6g}) "
                 "overflows float64. Use a smaller alpha."
             )
         return None

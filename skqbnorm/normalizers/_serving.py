@@ -13,7 +13,7 @@ normaliser; it tests no class and calls no private method:
 - :meth:`~ServingMixin.prepare_queries` and
   :meth:`~ServingMixin.candidate_similarities`: the queries as the index takes
   them, and their similarities to given items;
-- :meth:`~ServingMixin.index_neighbours`, :meth:`~ServingMixin.index_context` and
+- :meth:`~ServingMixin.index_neighbors`, :meth:`~ServingMixin.index_context` and
   :meth:`~ServingMixin.index_row_state`: the per-row state of whole-row scores
   (CSLS's ``r_G(q)``, the DIS's top-1, GC's row range, MP's row moments) from a
   raw search;
@@ -313,7 +313,7 @@ class ServingMixin:
                 "capabilities declare index=None): use its top_k."
             )
 
-    def index_neighbours(self):
+    def index_neighbors(self):
         """How many raw nearest gallery items per query :meth:`index_row_state` needs:
         1 for the gate's top-1 of a gated normaliser, else 0; CSLS needs its ``k``."""
         return 1 if self.capabilities.gated else 0
@@ -323,18 +323,18 @@ class ServingMixin:
         (None unless a method needs it: Mutual Proximity's gallery moments)."""
         return
 
-    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
         """The row state (see :meth:`score_block`) of queries served by an index.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_dims)
             Prepared query embeddings (:meth:`prepare_queries`).
-        neighbours : ndarray of shape (n_queries, n_found)
+        neighbors : ndarray of shape (n_queries, n_found)
             Each query's raw nearest gallery items, best first, -1 where the index
-            found fewer; ``n_found`` is at least :meth:`index_neighbours`.
-        neighbour_sims : ndarray of shape (n_queries, n_found)
-            Their similarities (-inf where ``neighbours`` is -1).
+            found fewer; ``n_found`` is at least :meth:`index_neighbors`.
+        neighbor_sims : ndarray of shape (n_queries, n_found)
+            Their similarities (-inf where ``neighbors`` is -1).
         search : callable
             ``search(vectors, k)``: the indices of the raw top k of other query
             vectors (GC searches ``-q`` for each row's lowest similarity).

@@ -241,9 +241,9 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         """Each row's top-1 so far: (value, gallery index); ties keep the lowest index."""
         return row_top1(sims, columns.start or 0, state)
 
-    def index_row_state(self, queries, neighbours, neighbour_sims, search, context=None):
+    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
         """Each query's raw top-1 from the index: (value, gallery index), as ``_row_state``."""
-        top1, top_value = (best[:, 0] for best in best_k(neighbours, neighbour_sims, 1))
+        top1, top_value = (best[:, 0] for best in best_k(neighbors, neighbor_sims, 1))
         return top_value, top1
 
     def _score(self, sims, columns, row_state, out):

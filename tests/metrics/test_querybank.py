@@ -213,7 +213,7 @@ def test_bundled_banks(bundled, mode, bank_name, expected):
         messages = caught_warnings(bank @ gallery.T, queries @ gallery.T)
     assert len(messages) == len(expected)
     report = querybank_diagnostics(bank, queries, gallery=gallery, warn=False)
-    assert report.covers_little == report.neighbour_gap == (bank_name != "in-domain")
+    assert report.covers_little == report.neighbor_gap == (bank_name != "in-domain")
     # The adversarial bank is drawn from the in-domain glosses: its top-1 similarities
     # are distributed as the queries' are.
     assert report.top1_gap == (bank_name == "far-domain")

@@ -44,7 +44,7 @@ CASES = {
 NAMES = list(CASES)
 
 
-FITTED_ARRAYS = ("bank_neighbourhood_", "bank_mean_", "bank_std_", "sorted_bank_")
+FITTED_ARRAYS = ("bank_neighborhood_", "bank_mean_", "bank_std_", "sorted_bank_")
 
 
 def fitted_arrays(estimator):

@@ -28,7 +28,7 @@ def test_nnn_with_half_alpha_ranks_as_csls(rng, k):
     difference = 2 * nnn - csls
     assert_allclose(difference, difference[:, :1].repeat(80, axis=1), atol=1e-12)
     assert_array_equal(
-        NNN(k=k).fit(bank).bank_neighbourhood_, CSLS(k=k).fit(bank).bank_neighbourhood_
+        NNN(k=k).fit(bank).bank_neighborhood_, CSLS(k=k).fit(bank).bank_neighborhood_
     )
 
 
@@ -64,7 +64,7 @@ def test_k_larger_than_the_bank_but_not_the_gallery(rng, bank):
         NNN(k=21).fit(bank)
     with pytest.raises(ValueError, match=r"k=32 is larger than the querybank.*shape \(20, 6\)"):
         NNN().fit(bank)  # the default k
-    assert NNN(k=20).fit(bank).bank_neighbourhood_.shape == (6,)  # k > n_gallery is fine
+    assert NNN(k=20).fit(bank).bank_neighborhood_.shape == (6,)  # k > n_gallery is fine
     da = pytest.importorskip("dask.array")
     with pytest.raises(ValueError, match=r"k=21 is larger than the querybank"):
         NNN(k=21).fit(da.from_array(bank))
