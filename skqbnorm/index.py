@@ -20,8 +20,8 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
+from ._core import best_k, take_rows
 from ._validation import NotBool, renamed_names
-from .normalizers._serving import best_k, take_rows
 
 __all__ = ["NormalizedIndex"]
 

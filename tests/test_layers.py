@@ -102,6 +102,8 @@ def broken_rules(name):
             elif (within(target, ("skqbnorm.metrics",)) and name.startswith("skqbnorm.normal")
                   and name != GATE):
                 broken.append((target, "among the normalisers only the gate stands on metrics"))
+        if name == "skqbnorm.index" and target.startswith("skqbnorm.normalizers._"):
+            broken.append((target, "the index serves through the normalizers' public protocol"))
         if target in ("skqbnorm.cli", "skqbnorm.__main__") and name != "skqbnorm.__main__":
             broken.append((target, "nothing imports the command line"))
     return broken

@@ -23,10 +23,12 @@ from ._parallel import alignment, blas_share, reduce_bank, reduce_rows
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._top_k import (
     RowTopKUnion,
+    best_k,
     merge_top_k,
     row_top1,
     row_top_k,
     row_top_k_indices,
+    take_rows,
     top_k_mask,
 )
 from ._trees import (
@@ -53,6 +55,7 @@ __all__ = [
     "RowTopKUnion",
     "alignment",
     "all_finite",
+    "best_k",
     "blas_share",
     "check_finite_block",
     "embedding_products",
@@ -69,5 +72,6 @@ __all__ = [
     "row_top_k",
     "row_top_k_indices",
     "rows_per_chunk",
+    "take_rows",
     "top_k_mask",
 ]

@@ -1,4 +1,5 @@
-"""Row selection: each row's top 1 and top k, ties to the lowest column, without sorting rows."""
+"""Row selection: each row's top 1 and top k, ties to the lowest column, without sorting
+rows; the best k of candidate lists; and the rows of a row state."""
 
 import numpy as np
 
@@ -111,3 +112,22 @@ def merge_top_k(best, scores, first_column, k):
         indices = np.concatenate([best[0], indices], axis=1)
     order = np.argsort(-values, axis=1, kind="stable")[:, :k]
     return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)
+
+
+def take_rows(row_state, rows):
+    """The part of a row state (None, an array, a tuple of arrays, or an object with
+    ``take(rows)``) that belongs to a block of rows."""
+    if row_state is None:
+        return None
+    if hasattr(row_state, "take") and not isinstance(row_state, np.ndarray):
+        return row_state.take(rows)
+    if isinstance(row_state, tuple):
+        return tuple(part[rows] for part in row_state)
+    return row_state[rows]
+
+
+def best_k(candidates, scores, k):
+    """Each row's k best candidates by decreasing score, ties to the lowest index (-1 last)."""
+    order = np.lexsort((np.where(candidates < 0, np.iinfo(np.intp).max, candidates), -scores), axis=1)
+    order = order[:, :k]
+    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(scores, order, axis=1)

@@ -17,7 +17,7 @@ normaliser; it tests no class and calls no private method:
   :meth:`~ServingMixin.index_row_state`: the per-row state of whole-row scores
   (CSLS's ``r_G(q)``, the DIS's top-1, GC's row range, MP's row moments) from a
   raw search;
-- :meth:`~ServingMixin.score_block` and :func:`take_rows`: exact scores of the
+- :meth:`~ServingMixin.score_block` and ``skqbnorm._core.take_rows``: exact scores of the
   candidates, a block of rows at a time.
 """
 
@@ -56,25 +56,6 @@ def fill_blocks(out, blocks, scores, n_jobs):
     for block, block_scores in zip(blocks, found):
         out[block] = block_scores
 
-
-
-def take_rows(row_state, rows):
-    """The part of a row state (None, an array, a tuple of arrays, or an object with
-    ``take(rows)``) that belongs to a block of rows."""
-    if row_state is None:
-        return None
-    if hasattr(row_state, "take") and not isinstance(row_state, np.ndarray):
-        return row_state.take(rows)
-    if isinstance(row_state, tuple):
-        return tuple(part[rows] for part in row_state)
-    return row_state[rows]
-
-
-def best_k(candidates, scores, k):
-    """Each row's k best candidates by decreasing score, ties to the lowest index (-1 last)."""
-    order = np.lexsort((np.where(candidates < 0, np.iinfo(np.intp).max, candidates), -scores), axis=1)
-    order = order[:, :k]
-    return np.take_along_axis(candidates, order, axis=1), np.take_along_axis(scores, order, axis=1)
 
 
 class ServingMixin:

@@ -5,12 +5,11 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import StrOptions
 
-from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean, row_top1
+from .._core import ColumnLogSumExp, RowTopKUnion, best_k, excess_over_mean, row_top1
 from .._validation import NotBool
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
-from ._serving import best_k
 
 
 class InvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
