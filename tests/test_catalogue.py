@@ -106,6 +106,23 @@ def test_a_registered_toy_is_a_method_of_the_command_line(half_max, tmp_path, ca
     assert "HalfMax" in capsys.readouterr().out
 
 
+@pytest.mark.filterwarnings("ignore::skqbnorm.metrics.QueryBankWarning")  # a random bank
+def test_a_registered_toy_is_a_row_of_compare(half_max):
+    from skqbnorm import compare
+
+    rng = np.random.default_rng(2)
+    sims = rng.uniform(-0.2, 0.8, size=(12, 12)) + np.eye(12)
+    bank = rng.uniform(-0.2, 0.8, size=(30, 12))
+    table = compare(sims, np.arange(12), bank_sims=bank, methods=["raw", "HALF-MAX"],
+                    n_resamples=0)
+    rows = table.to_dict("records") if hasattr(table, "to_dict") else table.rows
+    assert [row["method"] for row in rows] == ["raw similarities", "HalfMax"]
+    # its R@1 is the toy's own ranking's, written here
+    scores = sims - bank.max(axis=0) / 2
+    r1 = 100 * np.mean(np.argmax(scores, axis=1) == np.arange(12))
+    assert rows[1]["R@1"] == pytest.approx(r1)
+
+
 def test_every_normalizer_class_is_in_the_catalogue():
     """A normaliser exported but not registered would miss every list read from here."""
     exported = {getattr(normalizers_module, name) for name in normalizers_module.__all__}
