@@ -267,6 +267,7 @@ def _save(tmp_path, array):
 # -- a closed pipe ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_quietly(files):
     """``skqbnorm evaluate ... | head -0``: no traceback, status 0 or 141 (SIGPIPE's)."""
     paths, _ = files

@@ -190,18 +190,21 @@ def fresh_imports():
             for case, process in running.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FIRST_IMPORTS)
 def test_each_subpackage_imports_first_in_a_fresh_interpreter(fresh_imports, name):
     returncode, stderr = fresh_imports["first", name]
     assert returncode == 0, stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BARE_IMPORTS)
 def test_each_lower_subpackage_imports_without_the_package_init(fresh_imports, name):
     returncode, stderr = fresh_imports["bare", name]
     assert returncode == 0, stderr
 
 
+@pytest.mark.slow
 def test_the_bare_import_would_catch_the_old_cycle(tmp_path):
     """The check can fail: a copy of the package as it once was (metrics/_querybank.py
     importing a normaliser, and the gate importing the diagnostics at module level) does

@@ -113,6 +113,7 @@ def reranking_lists(n_queries=10, n_items=40, seed=0):
     return features, initial, groups, relevance
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["PointwiseReranker", "HingeReranker", "PreferenceStrengthReranker"])
 def test_reranker_cv_chooses_the_c_of_grid_search_on_the_same_folds(name):
     import sklearn

@@ -167,6 +167,7 @@ def test_grid_search_with_whole_queries_per_fold(reranker, grid):
     assert search.best_score_ > mean_average_precision(initial, relevance, groups) + 0.05
 
 
+@pytest.mark.slow
 def test_kreciprocal_benchmark_script_runs_without_the_published_function():
     import subprocess
     import sys
