@@ -7,9 +7,7 @@ and prints the rows.
 """
 
 import contextlib
-import csv
 import functools
-import io
 import json
 import re
 import sys
@@ -20,16 +18,18 @@ from ._evaluation import (
     CHANGE_FIELDS,
     CLI_WORDS,
     COLUMNS,
-    CONFIDENCE,
     ChangesAgainstRaw,
     check_gallery_banks_used,
+    csv_text,
     diagonal_gt,
+    header_cells,
     method_rows,
     near_chance,
     plan_methods,
     querybank_report,
     resolve_methods,
     rounded_rows,
+    row_cells,
 )
 from ._files import (
     CommandError,
@@ -375,30 +375,15 @@ def format_rows(rows, style="table"):
         return json.dumps([{key: row[key] for key in keys} for row in rounded_rows(rows)],
                           indent=2)
     if style == "csv":
-        rows = rounded_rows(rows)
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        return buffer.getvalue().rstrip("\n")
+        return csv_text(rows, keys).rstrip("\n")
     text_width = {key: max(len(key), *(len(str(row[key])) for row in rows))
                   for key in ("bank", "method") if key in rows[0]}
+    widths = [8] * len(COLUMNS) + [12, 16, 11]  # metrics, R@1 change, interval, McNemar p
     header = "".join(f"{key:<{width + 2}}" for key, width in text_width.items())
-    header += "".join(f"{'skew' if c == 'skewness' else c:>8}" for c in COLUMNS)
-    header += f"{'R@1 change':>12}{f'{CONFIDENCE:.0%} interval':>16}{'McNemar p':>11}"
+    header += "".join(cell.rjust(width) for cell, width in zip(header_cells(), widths))
     lines = [header, "-" * len(header)]
     for row in rows:
         line = "".join(f"{row[key]!s:<{width + 2}}" for key, width in text_width.items())
-        line += "".join(f"{row[c]:>8.2f}" if c == "skewness" else f"{row[c]:>8.1f}"
-                        for c in COLUMNS)
-        if row["R@1 change"] is not None:
-            line += format_change(row, "R@1")
+        line += "".join(cell.rjust(width) for cell, width in zip(row_cells(row), widths))
         lines.append(line.rstrip())
     return "\n".join(lines)
-
-
-def format_change(row, metric):
-    """The change of ``metric``, its interval (if resampled) and McNemar's p, for the table."""
-    low, high = row[f"{metric} change low"], row[f"{metric} change high"]
-    interval = "" if low is None else f"[{low:+.1f}, {high:+.1f}]"
-    return f"{row[f'{metric} change']:>+12.1f}{interval:>16}{row[f'{metric} McNemar p']:>11.2g}"

@@ -1,8 +1,6 @@
 """``skqbnorm.compare``: every normaliser of the catalogue on your matrices, with intervals."""
 
-import csv
 import html
-import io
 import warnings
 
 from sklearn.exceptions import ConvergenceWarning
@@ -14,13 +12,16 @@ from ._evaluation import (
     PYTHON_WORDS,
     ChangesAgainstRaw,
     check_gallery_banks_used,
+    csv_text,
     diagonal_gt,
+    header_cells,
     method_rows,
     near_chance,
     plan_methods,
     querybank_report,
     resolve_methods,
     rounded_rows,
+    row_cells,
     settings_from,
 )
 from ._validation import check_int, check_real, check_sims
@@ -243,11 +244,7 @@ class ComparisonTable:
 
     def to_csv(self, path_or_buf=None):
         """The table as csv (empty fields for None); written to ``path_or_buf`` if given."""
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=self.columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.rows)
-        text = buffer.getvalue()
+        text = csv_text(self.rows, self.columns)
         if path_or_buf is None:
             return text
         if hasattr(path_or_buf, "write"):
@@ -267,22 +264,8 @@ class ComparisonTable:
 
     def _display(self):
         """Header and rows of text cells, rounded as the command line's table."""
-        level = f"{self.confidence:.0%} interval"
-        header = ["method", *("skew" if c == "skewness" else c for c in COLUMNS),
-                  "R@1 change", level, "McNemar p"]
-        cells = []
-        for row in self.rows:
-            line = [row["method"], *(f"{row[c]:.2f}" if c == "skewness" else f"{row[c]:.1f}"
-                                     for c in COLUMNS)]
-            if row["R@1 change"] is None:
-                line += ["", "", ""]
-            else:
-                low, high = row["R@1 change low"], row["R@1 change high"]
-                line += [f"{row['R@1 change']:+.1f}",
-                         "" if low is None else f"[{low:+.1f}, {high:+.1f}]",
-                         f"{row['R@1 McNemar p']:.2g}"]
-            cells.append(line)
-        return header, cells
+        header = ["method", *header_cells(self.confidence)]
+        return header, [[row["method"], *row_cells(row)] for row in self.rows]
 
     def __str__(self):
         header, cells = self._display()

@@ -8,6 +8,8 @@ notes name the inputs in the words of the caller (:class:`Words`): the command
 line's options or :func:`~skqbnorm.compare`'s parameters.
 """
 
+import csv
+import io
 import math
 import time
 import warnings
@@ -80,6 +82,32 @@ def rounded(value):
 def rounded_rows(rows):
     """``rows`` with every float :func:`rounded`."""
     return [{key: rounded(value) for key, value in row.items()} for row in rows]
+
+
+def header_cells(confidence=CONFIDENCE):
+    """The headers of the metric and change cells of :func:`row_cells`."""
+    return ["skew" if column == "skewness" else column for column in COLUMNS] + [
+        "R@1 change", f"{confidence:.0%} interval", "McNemar p"]
+
+
+def row_cells(row):
+    """A row's metrics and R@1 change as a table shows them (empty change cells in raw's)."""
+    cells = [f"{row[c]:.2f}" if c == "skewness" else f"{row[c]:.1f}" for c in COLUMNS]
+    if row["R@1 change"] is None:
+        return cells + ["", "", ""]
+    low, high = row["R@1 change low"], row["R@1 change high"]
+    return cells + [f"{row['R@1 change']:+.1f}",
+                    "" if low is None else f"[{low:+.1f}, {high:+.1f}]",
+                    f"{row['R@1 McNemar p']:.2g}"]
+
+
+def csv_text(rows, keys):
+    """``rows`` (their ``keys``, floats :func:`rounded`) as csv text, header first."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rounded_rows(rows))
+    return buffer.getvalue()
 
 
 # -- which methods ----------------------------------------------------------------------
