@@ -45,10 +45,6 @@ class BiasFormMixin:
         """``(bias, gate)`` per row form; ``gate`` None: every row, no gate."""
         return [(self._gallery_bias(), None)]
 
-    def _is_gated(self):
-        """Whether the bias depends on the query's raw top-1 gallery item (DIS, dynamic DBNorm)."""
-        return self.capabilities.gated
-
     def gallery_bias(self):
         """The per-gallery bias of a normalised row: it ranks as ``s(q, g) - bias_g``.
 
@@ -184,7 +180,7 @@ class BiasFormMixin:
         check_is_fitted(self)
         prepared = self.prepare_queries(queries)
         if top1 is None:
-            top1 = self._exact_top1(prepared) if self._is_gated() else np.zeros(len(prepared), np.intp)
+            top1 = self._exact_top1(prepared) if self.capabilities.gated else np.zeros(len(prepared), np.intp)
         elif len(top1) != len(prepared):
             raise ValueError(f"top1 has {len(top1)} entries for {len(prepared)} queries.")
         forms = self.row_forms(top1)

@@ -142,10 +142,6 @@ class ServingMixin:
             self._rescore_overflow(sims, columns, row_state, rows, out)
         return out
 
-    def _checked_scores(self, block, columns, row_state, rows, out=None):
-        """:meth:`score_block` (the name ``skqbnorm._dask`` calls)."""
-        return self.score_block(block, columns, row_state, rows, out)
-
     def _rescore_overflow(self, block, columns, row_state, rows, out):
         """Scores of finite similarities that overflowed: redone in float64, else refused.
 
@@ -200,10 +196,6 @@ class ServingMixin:
     def _row_state(self, sims, columns, state=None):
         """Reduction over a row's columns that the scores need (``capabilities.whole_rows``)."""
         return
-
-    def _needs_whole_rows(self):
-        """``capabilities.whole_rows`` (the name older callers read)."""
-        return self.capabilities.whole_rows
 
     def _check_query_sims(self, X, embeddings_use):
         """Validated query similarities; ``embeddings_use`` says what to call instead
