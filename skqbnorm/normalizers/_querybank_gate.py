@@ -4,6 +4,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from ..metrics._querybank import querybank_diagnostics
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -96,9 +97,6 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 "QueryBankGate needs the queries to serve (or a sample of them) at fit, to "
                 "check the querybank against them: fit(bank, queries=query_sims)."
             )
-        # Imported here: metrics imports the normalisers, which must import first.
-        from ..metrics._querybank import querybank_diagnostics
-
         normalizer = DynamicInvertedSoftmax() if self.normalizer is None else self.normalizer
         capabilities = _capabilities_of(normalizer)
         extra = {} if gallery_bank is None else {"gallery_bank": gallery_bank}
