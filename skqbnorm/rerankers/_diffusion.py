@@ -6,10 +6,11 @@ import numpy as np
 from scipy import sparse
 from sklearn.exceptions import ConvergenceWarning
 
+from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
 from .._validation import warn_caller
 from ._base import score_scale, which_lists
-from ._graph import degrees, most_similar, neighbour_matrix, top_of_rows, unit_rows
+from ._graph import degrees, most_similar, neighbour_matrix, unit_rows
 from ._neighbourhood import NeighbourhoodReranker
 from ._solvers import TOLERANCE, conjugate_gradients
 
@@ -123,7 +124,7 @@ class DiffusionReranker(NeighbourhoodReranker):
         scaled = initial / score_scale(initial)[0]
         source = np.zeros_like(scaled)
         n_source = len(scaled) if self.n_source is None else min(self.n_source, len(scaled))
-        top = top_of_rows(scaled[None, :], n_source)[0][0]
+        top = row_top_k_indices(scaled[None, :], n_source)[0][0]
         with np.errstate(under="ignore"):
             source[top] = np.maximum(scaled[top], 0.0) ** self.gamma
         return source

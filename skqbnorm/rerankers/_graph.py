@@ -17,6 +17,7 @@ from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
 from threadpoolctl import ThreadpoolController
 
+from .._core import prepare_embeddings, row_top_k_indices
 from .._validation import warn_caller
 
 #: Edge lengths beyond this many kernel widths get weight exp(-40^2 / 2) = 0 in
@@ -251,14 +252,9 @@ def quadratic_form(matrix, vector):
 
 
 def unit_rows(features):
-    """Each row divided by its norm (zero rows stay zero), in float64.
-
-    The rows are first scaled by a power of two (exactly), so that no square over- or
-    underflows whatever the features' magnitude.
-    """
-    scaled = np.ldexp(np.asarray(features, dtype=np.float64), -magnitude_exponent(features))
-    norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
-    return np.divide(scaled, norms[:, None], out=np.zeros_like(scaled), where=norms[:, None] > 0)
+    """The features as float64 unit rows (zero rows stay zero), scaled first by a power
+    of two so that no square over- or underflows (the core's cosine preparation)."""
+    return prepare_embeddings(np.asarray(features, dtype=np.float64), "cosine")
 
 
 def cosine_blocks(unit, query=None):
@@ -301,26 +297,9 @@ def most_similar(unit, n_neighbors, query=None):
     least = np.empty(n_nodes)
     for start, block in cosine_blocks(unit, query):
         rows = slice(start, start + len(block))
-        neighbours[rows], similarities[rows] = top_of_rows(block, n_neighbors)
+        neighbours[rows], similarities[rows] = row_top_k_indices(block, n_neighbors)
         least[rows] = block.min(axis=1)
     return neighbours, similarities, least
-
-
-def top_of_rows(block, n_top):
-    """The ``n_top`` largest entries of each row: their columns and values, by decreasing
-    value and, among equal values, increasing column."""
-    n_rows, n_cols = block.shape
-    if n_top < n_cols:
-        threshold = np.partition(block, n_cols - n_top, axis=1)[:, n_cols - n_top]
-        rows, cols = np.nonzero(block >= threshold[:, None])  # n_top or more per row (ties)
-    else:
-        rows, cols = np.divmod(np.arange(n_rows * n_cols), n_cols)
-    values = block[rows, cols]
-    order = np.lexsort((cols, -values, rows))
-    rows, cols, values = rows[order], cols[order], values[order]
-    first = np.searchsorted(rows, np.arange(n_rows))
-    keep = (np.arange(len(rows)) - first[rows]) < n_top
-    return cols[keep].reshape(n_rows, n_top), values[keep].reshape(n_rows, n_top)
 
 
 def neighbour_matrix(neighbours, n_nodes, values=None):

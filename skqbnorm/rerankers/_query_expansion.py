@@ -4,8 +4,9 @@ from numbers import Integral, Real
 
 import numpy as np
 
+from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
-from ._graph import most_similar, neighbour_matrix, top_of_rows, unit_rows
+from ._graph import most_similar, neighbour_matrix, unit_rows
 from ._neighbourhood import CosineQueryReranker
 
 
@@ -92,7 +93,7 @@ class QueryExpansionReranker(CosineQueryReranker):
             unit, initial = augmented(unit, initial, self.n_database, self.alpha)
         if self.n_query == 0:
             return initial, {}
-        top, values = top_of_rows(initial[None, :], min(self.n_query, len(initial)))
+        top, values = row_top_k_indices(initial[None, :], min(self.n_query, len(initial)))
         weights = np.maximum(values[0], 0.0) ** self.alpha
         added = weights @ unit[top[0]]  # sum_i w_i x'_i
         norm = np.sqrt(1.0 + 2.0 * weights @ values[0] + added @ added)  # |q'|, q . q = 1
