@@ -94,13 +94,17 @@ def solve_by_cost(system, rhs, start, *, factorise):
     n_items = len(rhs)
     iteration = 2 * system.nnz + 12 * n_items + ITERATION_OVERHEAD
     budget = factorisation_flops(n_items) / iteration
-    direct = {"status": "solved", "n_iter": 0, "solver": "factorisation"}
     if budget < FEWEST_ITERATIONS:
-        return factorise(), direct
+        return factorise(), factorised_info()
     scores, info = conjugate_gradients(system, rhs, start, max_iter=int(min(budget, 20 * n_items)))
     if info["status"] == "solved" or budget >= 20 * n_items:
         return scores, info
-    return factorise(), direct
+    return factorise(), factorised_info()
+
+
+def factorised_info():
+    """The ``info`` of a solve by factorisation: exact, no iterations."""
+    return {"status": "solved", "n_iter": 0, "solver": "factorisation"}
 
 
 def factorisation_flops(n_items):
@@ -151,7 +155,7 @@ def solve_pinned(system, rhs, *, pinned, start, direct=False):
         return factorised(pinned_system).solve(np.where(pinned, 0.0, rhs))
 
     if direct:
-        return factorise(), {"status": "solved", "n_iter": 0, "solver": "factorisation"}
+        return factorise(), factorised_info()
     return solve_by_cost(system, rhs, start, factorise=factorise)
 
 
