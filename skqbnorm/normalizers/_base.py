@@ -21,8 +21,8 @@ from .._validation import (
 )
 from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBank, check_gallery_bank_use, reader
-from ._serving import ServingMixin, fill_blocks  # noqa: F401  (fill_blocks: its old home)
-from ._top_k import MIN_WHOLE_ROWS, SEARCH_PART_BYTES, TopKMixin  # noqa: F401
+from ._serving import ServingMixin
+from ._top_k import TopKMixin
 
 
 class BankPasses(NamedTuple):

@@ -5,8 +5,9 @@ from sklearn.utils import gen_batches
 
 from .._core import all_finite, check_finite_block, rows_per_chunk
 from .._ranks import ColumnRanks, SortedColumns
-from ._base import QueryBankNormalizer, fill_blocks
+from ._base import QueryBankNormalizer
 from ._capabilities import Capabilities
+from ._serving import fill_blocks
 
 
 class GloballyCorrected(QueryBankNormalizer):
