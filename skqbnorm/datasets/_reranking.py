@@ -1,6 +1,5 @@
 """Reranking tasks from real labelled collections: a text engine queried by example."""
 
-from importlib import resources
 from numbers import Integral
 
 import numpy as np
@@ -9,8 +8,9 @@ from sklearn.preprocessing import normalize
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import validate_params
 
+from .._core import row_top_k_indices
 from .._validation import NotBool
-from ._wordnet import load_wordnet_revdict
+from ._wordnet import load_wordnet_revdict, packaged_arrays
 
 #: Fewest items a category needs to be a query (its examples come out of them).
 MIN_EMOJI, MIN_NOUNS = 10, 20
@@ -20,11 +20,6 @@ PARAMETERS = {
     "n_examples": [NotBool(Integral, 1, None, closed="left")],
     "random_state": ["random_state"],
 }
-
-
-def _load(name):
-    with resources.files("skqbnorm.datasets").joinpath("data", name).open("rb") as handle:
-        return dict(np.load(handle, allow_pickle=False))
 
 
 def query_by_example(texts, features, labels, *, min_members, n_items, n_examples, random_state):
@@ -59,7 +54,7 @@ def query_by_example(texts, features, labels, *, min_members, n_items, n_example
     for row, rows in enumerate(examples):
         similarity[row, rows] = -np.inf  # an example is the query, not a result
     # The engine's top n_items, best first; ties broken by the collection's order.
-    lists = np.argsort(-similarity, axis=1, kind="stable")[:, :n_items]
+    lists = row_top_k_indices(similarity, n_items)[0]
     groups = np.repeat(np.arange(len(queries)), n_items)
     return Bunch(
         features=features[lists.ravel()],
@@ -123,7 +118,7 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
     >>> round(mean_average_precision(data.initial_scores, data.relevance, data.groups), 3)
     0.397
     """
-    arrays = _load("emoji_reranking.npz")
+    arrays = packaged_arrays("emoji_reranking.npz")
     features = arrays["images"].reshape(len(arrays["images"]), -1) / 255.0
     data = query_by_example(arrays["names"], features, arrays["subgroups"], min_members=MIN_EMOJI,
                             n_items=n_items, n_examples=n_examples, random_state=random_state)
@@ -183,7 +178,7 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
     0.423
     """
     revdict = load_wordnet_revdict()
-    labels = _load("wordnet_categories.npz")
+    labels = packaged_arrays("wordnet_categories.npz")
     words = np.concatenate([revdict.gallery_words, revdict.gallery_bank_words])
     if not np.array_equal(words, labels["words"]):
         raise RuntimeError("wordnet_categories.npz does not label wordnet_revdict.npz's nouns; "

@@ -9,6 +9,12 @@ from sklearn.utils import Bunch
 DATA_FILE = "wordnet_revdict.npz"
 
 
+
+def packaged_arrays(name):
+    """The arrays of the packaged ``.npz`` file ``name`` (in ``datasets/data``)."""
+    with resources.files("skqbnorm.datasets").joinpath("data", name).open("rb") as handle:
+        return dict(np.load(handle, allow_pickle=False))
+
 def load_wordnet_revdict():
     """Load the WordNet reverse dictionary: find a noun from its definition.
 
@@ -53,8 +59,7 @@ def load_wordnet_revdict():
     >>> str(data.gallery_bank_words[0]), str(data.bank_glosses[0])
     ('tourism', 'the business of providing services to tourists')
     """
-    with resources.files("skqbnorm.datasets").joinpath("data", DATA_FILE).open("rb") as handle:
-        arrays = dict(np.load(handle, allow_pickle=False))
+    arrays = packaged_arrays(DATA_FILE)
     embeddings = {
         name: arrays[name].astype(np.float32) for name in arrays if name.endswith("_embeddings")
     }
