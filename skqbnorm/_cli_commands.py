@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from ._core import prepare_embeddings
 from ._evaluation import (
     CHANGE_FIELDS,
     CLI_WORDS,
@@ -258,7 +259,8 @@ def similarities(embeddings, rows, columns, metric):
 
 
 def load_embeddings(path, option, metric):
-    """Non-empty, finite embeddings in float32 or float64, rows unit-length for cosine."""
+    """Non-empty, finite embeddings in float32 or float64, rows unit-length for cosine
+    (prepared as the normalizers prepare embeddings)."""
     array = load_array(path, option, EMBEDDINGS)
     where = f"{option} {path}"
     if 0 in array.shape:
@@ -278,8 +280,7 @@ def load_embeddings(path, option, metric):
         row = int(np.flatnonzero(largest[:, 0] == 0)[0])
         raise CommandError(f"{where}: row {row} has norm 0: --metric cosine needs rows of "
                            "non-zero length (or give --metric dot).")
-    scaled = array / largest  # entries in [-1, 1]: the norm cannot overflow nor underflow
-    return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
+    return prepare_embeddings(array, "cosine")  # as the normalizers' embedding mode does
 
 
 def check_columns(query_sims, bank_sims, option):
