@@ -17,9 +17,11 @@ from skqbnorm._core import (
     ColumnTree,
     ProbeMatrix,
     RowMoments,
+    _finite,
     _parallel,
     alignment,
     embedding_products,
+    largest_norm,
     leaf_rows,
     moments,
     reduce_bank,
@@ -172,6 +174,61 @@ def test_embedding_products_name_the_first_non_finite_entry():
     queries[3, 0] = np.inf
     with pytest.raises(ValueError, match=r"embedding 6, dimension 2 is nan"):
         embedding_products(queries, np.ones((3, 2)), slice(5, 9), "querybank", "dot")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_vouched_for_by_the_norms_cannot_overflow(rng, dtype):
+    # Parallel rows whose norms multiply to just under a quarter of the largest float:
+    # the bound holds, and the products it vouches for are finite.
+    largest = np.finfo(dtype).max
+    direction = np.abs(rng.normal(size=(1, 64)))
+    direction /= np.linalg.norm(direction)
+    queries = (direction * np.sqrt(largest / 4.1)).astype(dtype)
+    gallery_t = queries.T.copy()
+    norm = largest_norm(gallery_t, axis=0)
+    assert _finite.products_stay_finite(queries, norm, dtype)
+    assert np.isfinite(embedding_products(queries, gallery_t, slice(0, 1), "querybank", "dot",
+                                          gallery_norm=norm)).all()
+    # Twice as long: the bound no longer vouches, and the products themselves are tested.
+    assert not _finite.products_stay_finite(2 * queries, norm, dtype)
+    with pytest.raises(ValueError, match=r"row 0 to gallery item 0 overflows"):
+        embedding_products(8 * queries, gallery_t, slice(0, 1), "querybank", "dot", gallery_norm=norm)
+    nan = queries.copy()
+    nan[0, 3] = np.nan
+    assert not _finite.products_stay_finite(nan, norm, dtype)
+    with pytest.raises(ValueError, match=r"embedding 0, dimension 3 is nan"):
+        embedding_products(nan, gallery_t, slice(0, 1), "querybank", "dot", gallery_norm=norm)
+    assert not _finite.products_stay_finite(queries, float("nan"), dtype)
+    assert not _finite.products_stay_finite(queries, None, dtype)
+
+
+class _Keeper:
+    """A reducer that keeps every block it is given (and a copy), declaring so or not."""
+
+    def __init__(self, keeps_blocks):
+        if keeps_blocks is not None:
+            self.keeps_blocks = keeps_blocks
+        self.blocks, self.copies = [], []
+
+    def update(self, block, rows):
+        self.blocks.append(block)
+        self.copies.append(block.copy())
+
+
+@pytest.mark.parametrize("keeps_blocks", [True, None, False])
+def test_one_product_buffer_serves_reducers_that_keep_no_block(rng, keeps_blocks):
+    # 4,100 bank rows: three products of up to 2,048 rows. A reducer that keeps its
+    # blocks (declared, or by default) gets fresh ones; one that declares it keeps none
+    # gets every product in one buffer.
+    bank, gallery_t = rng.normal(size=(4100, 3)), rng.normal(size=(3, 5))
+    (keeper,) = reduce_bank(ProbeMatrix(bank, gallery_t), lambda: [_Keeper(keeps_blocks)], n_jobs=1)
+    assert_allclose(np.concatenate(keeper.copies), bank @ gallery_t, rtol=1e-12)
+    bases = {id(block.base) for block in keeper.blocks}
+    if keeps_blocks is False:
+        assert len(bases) == 1
+    else:
+        assert len(bases) == 3
+        assert_array_equal(np.concatenate(keeper.blocks), np.concatenate(keeper.copies))
 
 
 class _Recorder:

@@ -16,7 +16,7 @@ outside this package:
 """
 
 from ._column_top_k import ColumnTopKMean, GroupedColumnTopKMean
-from ._finite import all_finite, check_finite_block, embedding_products, gallery_item
+from ._finite import all_finite, check_finite_block, embedding_products, gallery_item, largest_norm
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
 from ._parallel import alignment, blas_share, reduce_bank, reduce_rows
@@ -62,6 +62,7 @@ __all__ = [
     "excess_over_mean",
     "finite_mean",
     "gallery_item",
+    "largest_norm",
     "leaf_rows",
     "merge_top_k",
     "moments",

@@ -27,6 +27,8 @@ class ColumnTopKMean:
     #: Entries a column's buffer holds before they are merged into its top k: small
     #: buffers keep the floors fresh, so that fewer entries pass them.
     CAPACITY = 64
+    #: Blocks are read and forgotten: a product buffer may be reused for the next.
+    keeps_blocks = False
 
     def __init__(self, k):
         self.k = int(k)  # not a NumPy integer, whose negation wraps around (np.uint8)
@@ -70,11 +72,13 @@ class ColumnTopKMean:
         return GroupedColumnTopKMean(self.k, probe) if GroupedColumnTopKMean.suits(probe, self.k) else self
 
     def _start(self, block):
-        self.pending.append(block)
+        self.pending.append(block.T.copy())  # one row per column; the block may be reused
         affordable = self.WARM_UP_MEMORY * 2**20 // (block.shape[1] * block.itemsize or 1)
-        if sum(len(rows) for rows in self.pending) < max(self.k, min(self.WARM_UP * self.k, affordable)):
+        if sum(rows.shape[1] for rows in self.pending) < max(self.k, min(self.WARM_UP * self.k, affordable)):
             return
-        self.top = _row_top(np.concatenate(self.pending).T.copy(), self.k)
+        columns = np.concatenate(self.pending, axis=1)  # at least k entries a column
+        columns.partition(columns.shape[1] - self.k, axis=1)
+        self.top = columns[:, -self.k :].copy()
         self.pending = []
         self.floor = self.top.min(axis=1)
         self.buffer = np.full((len(self.top), self.CAPACITY), -np.inf, dtype=self.top.dtype)
@@ -96,14 +100,14 @@ class ColumnTopKMean:
     def _settle(self):
         """Each column's k largest so far (all its entries while fewer), one row per column."""
         if self.top is None:
-            return _row_top(np.concatenate(self.pending).T, self.k)
+            return _row_top(np.concatenate(self.pending, axis=1), self.k)
         self._flush(np.flatnonzero(self.fill))
         return self.top
 
     def merge(self, other):
         top, others = self._settle(), other._settle()
         if self.top is None:  # pending rows only
-            self.pending = [top.T]
+            self.pending = [top]
             self._start(others.T)
             return
         self.top = _row_top(np.concatenate([top, others], axis=1), self.k)
@@ -147,6 +151,8 @@ class GroupedColumnTopKMean:
     #: each batch of groups read again: small arrays, which the allocator reuses,
     #: rather than fresh pages (whose first touch is dear on some machines).
     STRIP_MEMORY = 2
+    #: Blocks are read and forgotten (the bank itself is read again, not a block).
+    keeps_blocks = False
 
     def __init__(self, k, probe):
         self.k = int(k)

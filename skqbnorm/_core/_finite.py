@@ -17,11 +17,38 @@ def all_finite(block):
     return bool(np.isfinite(squares) or np.isfinite(block).all())
 
 
-def embedding_products(queries, gallery_t, rows, name, metric, first_column=0):
-    """``queries @ gallery_t``, or an error naming a non-finite embedding or an overflow."""
+def largest_norm(embeddings, axis=1):
+    """The largest Euclidean norm of the rows (``axis=1``) or columns, in float64."""
+    squares = np.einsum("ij,ij->i" if axis == 1 else "ij,ij->j", embeddings, embeddings, dtype=np.float64)
+    return float(np.sqrt(squares.max(initial=0.0)))
+
+
+def products_stay_finite(queries, gallery_norm, dtype):
+    """Whether ``queries`` times a gallery whose norms are at most ``gallery_norm`` cannot overflow.
+
+    By Cauchy-Schwarz ``|x.y| <= |x| |y|``, and a floating-point dot product of
+    length d, summed in any order, is within ``gamma_d |x| |y|`` of it, where
+    ``gamma_d = d u / (1 - d u) <= 1`` while ``d u <= 1/2`` (so every partial sum is
+    at most ``2 |x| |y|`` as well). Below a quarter of the largest float, finite
+    embeddings therefore give finite products, and the products need no test of
+    their own: a test of the (much smaller) queries serves.
+    """
+    if gallery_norm is None or queries.shape[1] > 2**22:
+        return False
     with np.errstate(over="ignore", invalid="ignore"):
-        sims = queries @ gallery_t
-    if all_finite(sims):
+        return all_finite(queries) and largest_norm(queries) * gallery_norm < np.finfo(dtype).max / 4
+
+
+def embedding_products(queries, gallery_t, rows, name, metric, first_column=0, *, gallery_norm=None, out=None):
+    """``queries @ gallery_t``, or an error naming a non-finite embedding or an overflow.
+
+    ``gallery_norm``, the largest norm of the gallery's columns, lets the queries'
+    norms vouch for the products (see ``products_stay_finite``); ``out`` receives
+    the products.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        sims = np.matmul(queries, gallery_t, out=out)
+    if products_stay_finite(queries, gallery_norm, sims.dtype) or all_finite(sims):
         return sims
     if not all_finite(queries):  # dask banks reach here unchecked
         bad = np.argwhere(~np.isfinite(queries))[0]

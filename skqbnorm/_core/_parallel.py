@@ -79,9 +79,17 @@ def alignment(reducers):
     return max((getattr(reducer, "leaf_rows", 1) for reducer in reducers), default=1)
 
 
+def keeps_no_block(reducers):
+    """Whether every reducer declares (``keeps_blocks = False``) that it holds no block
+    once its ``update`` returns, so that one buffer may serve every block."""
+    return not any(getattr(reducer, "keeps_blocks", True) for reducer in reducers)
+
+
 def reduce_rows(probe, reducers, first_row, working_memory):
     """Feed every block of ``probe`` (its rows numbered from ``first_row``) to ``reducers``."""
-    for rows, block in probe.blocks(working_memory, first_row=first_row, align=alignment(reducers)):
+    blocks = probe.blocks(working_memory, first_row=first_row, align=alignment(reducers),
+                          reuse=keeps_no_block(reducers))
+    for rows, block in blocks:
         for reducer in reducers:
             reducer.update(block, rows)
     return reducers

@@ -8,7 +8,7 @@ read block by block) or computed block by block from bank and gallery embeddings
 import numpy as np
 from sklearn.preprocessing import normalize
 
-from ._finite import check_finite_block, embedding_products
+from ._finite import check_finite_block, embedding_products, largest_norm
 from ._memory import MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 
 
@@ -50,6 +50,14 @@ class ProbeMatrix:
         self.metric = metric
         self.dtype = np.dtype(dtype)
         self.name = name
+        self._gallery_norm = None
+
+    @property
+    def gallery_norm(self):
+        """The largest norm of the gallery embeddings (embedding mode), computed once."""
+        if self._gallery_norm is None and self.gallery_t is not None:
+            self._gallery_norm = largest_norm(self.gallery_t, axis=0)
+        return self._gallery_norm
 
     @property
     def shape(self):
@@ -58,19 +66,24 @@ class ProbeMatrix:
 
     def rows(self, rows):
         """The probe matrix restricted to a range of bank rows."""
-        return ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype, self.name)
+        part = ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype, self.name)
+        part._gallery_norm = self.gallery_norm
+        return part
 
-    def block(self, rows, first_row=0):
+    def block(self, rows, first_row=0, out=None):
         """The block ``P[rows]`` as an in-memory array of ``self.dtype``.
 
         Non-float input (e.g. an int16 memmap) is cast here, one block at a time.
-        ``first_row`` numbers the rows in error messages.
+        Products are checked for overflow (``first_row`` numbers the rows in error
+        messages), and ``out`` (C-contiguous, of the block's shape) receives them;
+        given similarities are checked by ``blocks``.
         """
         if self.gallery_t is None:
             return np.asarray(self.bank[rows], dtype=self.dtype)
         queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
         first = slice(first_row + rows.start, first_row + rows.stop)
-        return embedding_products(queries, self.gallery_t, first, self.name, self.metric)
+        return embedding_products(queries, self.gallery_t, first, self.name, self.metric,
+                                  gallery_norm=self.gallery_norm, out=out)
 
     def entries(self, rows, columns):
         """The precomputed similarities ``P[rows, columns]`` (index arrays, broadcast) as ``self.dtype``."""
@@ -102,26 +115,36 @@ class ProbeMatrix:
         """Rows per group that blocks and jobs must keep whole (see ``blocks``)."""
         return align if self.gallery_t is None else self.product_rows(align)
 
-    def blocks(self, working_memory=None, n_buffers=3, first_row=0, align=1):
-        """Row blocks within the memory budget, with their rows numbered from ``first_row``.
+    def blocks(self, working_memory=None, n_buffers=3, first_row=0, align=1, reuse=False):
+        """Checked row blocks within the memory budget, with their rows numbered from ``first_row``.
 
         Blocks hold whole groups of ``align`` rows (the leaves of the reduction
         trees, see ``ColumnTree``), so a tiny budget still reads one group at a time.
         In embedding mode the similarities are computed in products of
-        ``product_rows`` bank rows, then handed on in budget-sized slices.
-        ``first_row`` is a multiple of ``alignment(align)``.
+        ``product_rows`` bank rows, then handed on in budget-sized slices; with
+        ``reuse``, every product is written into one buffer (fresh pages for every
+        product cost about a tenth of the product), so a block is valid only until
+        the next is asked for. ``first_row`` is a multiple of ``alignment(align)``.
         """
         n_rows, n_columns = self.shape
         step = rows_per_chunk(n_columns, self.dtype.itemsize, working_memory, n_buffers)
         step = max(align, step - step % align)
-        product_step = step if self.gallery_t is None else self.product_rows(align)
-        for start in range(0, n_rows, product_step):
-            product = self.block(slice(start, min(start + product_step, n_rows)), first_row)
-            for offset in range(0, len(product), step):
-                block = product[offset : offset + step]
-                rows = slice(first_row + start + offset, first_row + start + offset + len(block))
+        if self.gallery_t is None:
+            for start in range(0, n_rows, step):
+                block = self.block(slice(start, min(start + step, n_rows)))
+                rows = slice(first_row + start, first_row + start + len(block))
                 self.check(block, rows)
                 yield rows, block
+            return
+        product_step = self.product_rows(align)
+        buffer = np.empty((min(product_step, n_rows), n_columns), self.dtype) if reuse else None
+        for start in range(0, n_rows, product_step):
+            rows = slice(start, min(start + product_step, n_rows))
+            out = None if buffer is None else buffer[: rows.stop - rows.start]
+            product = self.block(rows, first_row, out=out)
+            for offset in range(0, len(product), step):
+                block = product[offset : offset + step]
+                yield slice(first_row + start + offset, first_row + start + offset + len(block)), block
 
     def check(self, block, rows):
         """An error naming the first NaN/inf of a block of the rows numbered ``rows``."""

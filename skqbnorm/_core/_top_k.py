@@ -7,6 +7,8 @@ import numpy as np
 class RowTopKUnion:
     """Boolean mask of the columns that appear in some row's top k (the activation set)."""
 
+    keeps_blocks = False
+
     def __init__(self, n_columns, k):
         self.k = int(k)
         self.mask = np.zeros(n_columns, dtype=bool)

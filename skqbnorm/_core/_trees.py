@@ -39,6 +39,8 @@ class ColumnTree:
     """
 
     _padding = 0.0
+    #: Nodes are new arrays: a block may be reused once ``update`` returns.
+    keeps_blocks = False
 
     def __init__(self, n_columns):
         self.leaf_rows = leaf_rows(n_columns)

@@ -117,8 +117,9 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
             Gallery embeddings. When given, ``X`` holds bank embeddings and the
             similarities are computed under ``metric``, in matrix products of up
             to 2,048 bank rows of up to 256 MiB each, beyond ``working_memory``
-            (smaller products run far below BLAS speed); two may be alive at
-            once, the next being computed while the last block is still held.
+            (smaller products run far below BLAS speed), written into one
+            buffer where the statistics keep no block (all but GC's and the
+            empiric MP's sorted columns).
         gallery_bank : array-like of shape (n_gallery_bank, n_gallery or n_dims), default=None
             Samples of the gallery modality that are not in the gallery, for the
             dual-bank normalisers (others refuse it): their similarities to the
