@@ -15,13 +15,16 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 
 import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
     Centering,
     DynamicInvertedSoftmax,
+    GloballyCorrected,
     InvertedSoftmax,
+    MutualProximity,
     NearestNeighborNormalization,
     QueryBankZNorm,
     SinkhornNormalization,
@@ -359,3 +362,30 @@ def test_row_top1_of_column_chunks_is_that_of_whole_rows(rng, dtype):
     indices, best = row_top_k_indices(block, 1)
     assert_array_equal(indices[:, 0], expected)
     assert_array_equal(best[:, 0], block.max(axis=1))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        CSLS(k=5),
+        NearestNeighborNormalization(k=4, alpha=0.7),
+        InvertedSoftmax(beta=3.0),
+        DynamicInvertedSoftmax(beta=3.0, k=2),
+        MutualProximity(),
+        QueryBankZNorm(),
+        GloballyCorrected(),
+    ],
+    ids=repr,
+)
+@pytest.mark.parametrize("part_bytes", [1, 3 * 400 * 8], ids=["a row a part", "three rows a part"])
+def test_top_k_scores_a_few_rows_at_a_time_as_transform_does(rng, monkeypatch, estimator, part_bytes):
+    # 10 query rows in parts of one or three rows (the last part shorter): each part's
+    # scores land in one reused buffer, and each row's top k is that of its own scores.
+    bank, gallery, queries = rng.normal(size=(70, 9)), rng.normal(size=(400, 9)), rng.normal(size=(10, 9))
+    fitted = clone(estimator).fit(bank, gallery=gallery)
+    sims = np.round(fitted.similarities(queries), 1)  # ties, which go to the lowest index
+    expected = stable_top_k(fitted.transform(sims), 6)
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "SEARCH_PART_BYTES", part_bytes)
+    indices, scores = fitted.top_k(sims, k=6)
+    assert_array_equal(indices, expected[0])
+    assert_array_equal(scores, expected[1])

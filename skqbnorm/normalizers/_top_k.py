@@ -18,6 +18,7 @@ from .._core import (
     blas_share,
     check_finite_block,
     embedding_products,
+    largest_norm,
     merge_top_k,
     row_top_k_indices,
     rows_per_chunk,
@@ -131,7 +132,7 @@ class TopKMixin:
                         return found
                     if owned:  # overwritten: the product again, checked
                         sims = read(rows, slice(None))
-                return row_top_k_indices(self.score_block(sims, slice(0, n_gallery), None, rows), k)
+                return self._search_by_scores(sims, rows, k)
 
             n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
             with blas_share(n_parts):
@@ -154,6 +155,18 @@ class TopKMixin:
         """Whether every row ranks as ``s - bias``: a search without scores needs no more
         (not a per-row term as CSLS's, nor IS's exponential for probabilities)."""
         return self.capabilities.bias_form and not self.capabilities.gated
+
+    def _search_by_scores(self, sims, rows, k):
+        """Top k of each row by its scores, a few rows at a time (see ``_search_by_bias``)."""
+        step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
+        scores = np.empty((min(step, len(sims)), sims.shape[1]), dtype=sims.dtype)
+        found = []
+        for part in gen_batches(len(sims), step):
+            part_rows = slice(rows.start + part.start, rows.start + part.stop)
+            out = scores[: part.stop - part.start]
+            found.append(row_top_k_indices(self.score_block(sims[part], slice(0, sims.shape[1]), None,
+                                                            part_rows, out=out), k))
+        return tuple(np.concatenate(arrays) for arrays in zip(*found))
 
     def _search_by_bias(self, sims, rows, k, in_place):
         """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
@@ -257,6 +270,7 @@ class TopKMixin:
             return read, sims.shape[0], dtype
         prepared = self.prepare_queries(queries)
         gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
+        gallery_norm = largest_norm(gallery)  # bounds every product (see products_stay_finite)
 
         def product(rows, columns, checked=True):
             """The products; unless ``checked``, not yet tested for overflow."""
@@ -264,7 +278,8 @@ class TopKMixin:
                 with np.errstate(over="ignore", invalid="ignore"):
                     return prepared[rows] @ gallery[columns].T
             return embedding_products(
-                prepared[rows], gallery[columns].T, rows, "queries", self.metric, columns.start
+                prepared[rows], gallery[columns].T, rows, "queries", self.metric, columns.start,
+                gallery_norm=gallery_norm,
             )
 
         return product, prepared.shape[0], prepared.dtype
