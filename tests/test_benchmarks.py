@@ -30,6 +30,18 @@ def test_benchmark_script_runs(script, args):
     assert "DynamicInvertedSoftmax" in stdout or "DIS" in stdout
 
 
+def test_floor_benchmark_prints_every_ratio():
+    stdout = run_script("bench_floor.py", ["--scale", "0.01", "--repeat", "1", "--dims", "16"])
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    names = [row.split("|")[1].strip() for row in rows]
+    for start, end in [("IS", ", n_jobs=1"), ("CSLS(k=", ", n_jobs=-1"), ("NNN(k=", " with scores"),
+                       ("DIS", " without scores"), ("Centering", ", n_jobs=-1")]:
+        found = [name for name in names if name.startswith(start) and name.endswith(end)]
+        assert len(found) == 2, (start, end)  # at both sizes
+    assert names.count("IS") == 1 and names.count("DIS") == 1  # on a precomputed bank
+    assert all(row.split("|")[5].strip() in {"yes", "NO"} for row in rows if "seconds" not in row)
+
+
 def test_index_benchmark_runs():
     pytest.importorskip("faiss")
     stdout = run_script("bench_index.py", ["--gallery", "2000", "--queries", "20", "--bank", "500",

@@ -1,0 +1,165 @@
+"""How far fits and searches are from their arithmetic floor, as same-run ratios.
+
+From embeddings, a fit is one matrix product plus a reduction, and a search one
+product plus a selection; the product is the floor. On float32 unit vectors
+(d = 512, k = 256) this prints, at M 20,000 x N 10,000 and M 50,000 x N 20,000:
+
+a. fits from embeddings (IS, DIS, CSLS, NNN, Centering), with ``n_jobs=1`` and
+   ``n_jobs=-1``, over the blocked product (2,048 bank rows a product, as a fit
+   multiplies; target <= 1.15x);
+b. ``top_k(queries=Q, k=10)`` of CSLS, NNN and DIS with scores and without, over one
+   product ``Q @ G.T`` plus ``np.argpartition`` (Q = 2,000 / 5,000 queries; targets
+   <= 1.1x with scores, <= 0.8x without);
+c. IS and DIS fits on a precomputed 10,000 x 10,000 float32 bank over one blocked
+   ``np.exp`` pass over it (256 rows at a time into one buffer; target <= 1.5x).
+
+Every time is the best of ``--repeat`` interleaved rounds. Run:
+
+    python benchmarks/bench_floor.py               (the sizes above; about 10 minutes on 2 cores)
+    python benchmarks/bench_floor.py --scale 0.02  (a quick smoke run)
+"""
+
+import argparse
+from functools import partial
+
+import numpy as np
+
+from skqbnorm import (
+    CSLS,
+    Centering,
+    DynamicInvertedSoftmax,
+    InvertedSoftmax,
+    NearestNeighborNormalization,
+)
+
+from _timing import interleaved_best_times, load_average, machine_description
+
+PRODUCT_ROWS = 2048  # the bank rows of a fit's products (skqbnorm._core.MIN_PRODUCT_ROWS)
+SIZES = [(20_000, 10_000, 2_000), (50_000, 20_000, 5_000)]  # bank, gallery, queries
+EXP_SIZE = 10_000
+EXP_ROWS = 256
+
+
+def unit_rows(n_rows, n_dims, rng):
+    points = rng.standard_normal((n_rows, n_dims), dtype=np.float32)
+    points /= np.linalg.norm(points, axis=1, keepdims=True)
+    return points
+
+
+def blocked_product(bank, gallery):
+    """``bank @ gallery.T`` in products of ``PRODUCT_ROWS`` rows, each result dropped."""
+    gallery_t = gallery.T
+    for start in range(0, len(bank), PRODUCT_ROWS):
+        np.matmul(bank[start : start + PRODUCT_ROWS], gallery_t)
+
+
+def fitters(k):
+    return {
+        "IS": InvertedSoftmax(),
+        "DIS": DynamicInvertedSoftmax(),
+        f"CSLS(k={k})": CSLS(k=k),
+        f"NNN(k={k})": NearestNeighborNormalization(k=k),
+        "Centering": Centering(),
+    }
+
+
+def verdict(ratio, target):
+    return "yes" if ratio <= target else "NO"
+
+
+def print_row(name, seconds, baseline, target):
+    ratio = seconds / baseline
+    print(f"| {name} | {seconds:.3f} | {ratio:.2f}x | <= {target}x | {verdict(ratio, target)} |")
+
+
+def fits_from_embeddings(bank, gallery, k, repeat):
+    """a. every fit, with one job and with every core, over the blocked product."""
+    functions = {"product": partial(blocked_product, bank, gallery)}
+    for name, estimator in fitters(k).items():
+        for n_jobs in (1, -1):
+            fitted = estimator.set_params(n_jobs=n_jobs)
+            functions[f"{name}, n_jobs={n_jobs}"] = partial(
+                type(fitted)(**fitted.get_params()).fit, bank, gallery=gallery)
+    times = interleaved_best_times(functions, repeat)
+    baseline = times.pop("product")
+    print(f"\na. fits from embeddings, bank {bank.shape[0]} x gallery {gallery.shape[0]}, d={bank.shape[1]}: "
+          f"blocked product {baseline:.3f} s")
+    print("| fit | seconds | / blocked product | target | met |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, seconds in times.items():
+        print_row(name, seconds, baseline, 1.15)
+
+
+def searches(bank, gallery, queries, k, repeat):
+    """b. top-10 with scores and without, over one product plus argpartition."""
+
+    def product_then_partition():
+        return np.argpartition(queries @ gallery.T, -10, axis=1)[:, -10:]
+
+    functions = {"product": product_then_partition}
+    for name, estimator in fitters(k).items():
+        if name in ("IS", "Centering"):
+            continue
+        fitted = estimator.set_params(n_jobs=None).fit(bank, gallery=gallery)
+        functions[f"{name} with scores"] = partial(fitted.top_k, queries=queries, k=10)
+        functions[f"{name} without scores"] = partial(
+            fitted.top_k, queries=queries, k=10, return_scores=False)
+    times = interleaved_best_times(functions, repeat)
+    baseline = times.pop("product")
+    print(f"\nb. top-10 of {len(queries)} queries over gallery {gallery.shape[0]}: "
+          f"queries @ gallery.T + argpartition {baseline:.3f} s")
+    print("| search | seconds | / product + argpartition | target | met |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, seconds in times.items():
+        print_row(name, seconds, baseline, 1.1 if name.endswith("with scores") else 0.8)
+
+
+def fits_on_similarities(size, repeat, rng):
+    """c. IS and DIS fits on a precomputed bank over one blocked in-place exp pass."""
+    bank = rng.standard_normal((size, size), dtype=np.float32)
+    bank *= 0.1
+    block = np.empty((EXP_ROWS, size), dtype=np.float32)
+
+    def exp_pass():  # each block of rows exponentiated into one buffer that stays in cache
+        for start in range(0, size, EXP_ROWS):
+            rows = bank[start : start + EXP_ROWS]
+            np.exp(rows, out=block[: len(rows)])
+
+    times = interleaved_best_times({
+        "exp": exp_pass,
+        "IS": partial(InvertedSoftmax().fit, bank), "DIS": partial(DynamicInvertedSoftmax().fit, bank),
+    }, repeat)
+    baseline = times.pop("exp")
+    print(f"\nc. fits on a precomputed {size} x {size} float32 bank: one blocked np.exp pass "
+          f"{baseline:.3f} s")
+    print("| fit | seconds | / exp pass | target | met |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, seconds in times.items():
+        print_row(name, seconds, baseline, 1.5)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply every size by this")
+    parser.add_argument("--dims", type=int, default=512)
+    parser.add_argument("--k", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    def size(n):
+        return max(40, int(n * args.scale))
+
+    print(machine_description())
+    rng = np.random.default_rng(0)
+    for n_bank, n_gallery, n_queries in SIZES:
+        bank, gallery = unit_rows(size(n_bank), args.dims, rng), unit_rows(size(n_gallery), args.dims, rng)
+        queries = unit_rows(size(n_queries), args.dims, rng)
+        k = min(args.k, len(bank), len(gallery))
+        fits_from_embeddings(bank, gallery, k, args.repeat)
+        searches(bank, gallery, queries, k, args.repeat)
+    fits_on_similarities(size(EXP_SIZE), args.repeat, rng)
+    print(f"\nload average at the end: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
