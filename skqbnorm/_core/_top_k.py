@@ -60,15 +60,26 @@ def row_top_k_indices(block, k):
     """Each row's k largest entries, best first, ties to the lowest index: (indices, values).
 
     Equal to a stable sort of each row by decreasing value, cut at k, without
-    sorting or partitioning whole rows: the k-th largest of the maxima of disjoint
-    groups of a row is at most its k-th largest entry, so only the entries at or
-    above that bound (typically a few times k) are candidates.
+    sorting or partitioning whole rows (see ``_row_candidates``).
     """
-    n_rows, n_columns = block.shape
-    k = min(int(k), n_columns)
+    k = min(int(k), block.shape[1])
     if k == 1:
         values, best = row_top1(block)
         return best[:, None], values[:, None]
+    values, indices = _row_candidates(block, k, with_indices=True)
+    # Padding (-inf) sorts after every finite value; a stable sort keeps ties in column order.
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)
+
+
+def _row_candidates(block, k, with_indices=False):
+    """Each row's candidates for its k largest entries, -inf padded, columns ascending: (values, indices).
+
+    The k-th largest of the maxima of disjoint groups of a row is at most its k-th
+    largest entry, so only the entries at or above that bound (typically a few
+    times k) are candidates. ``indices`` is None unless ``with_indices``.
+    """
+    n_rows, n_columns = block.shape
     # Many groups (over 4k) tighten the bound, and long runs make the maxima fast.
     n_groups = min(n_columns // 4, max(4 * k, 1024))
     if n_groups < k:  # groups too small for a useful bound
@@ -86,11 +97,11 @@ def row_top_k_indices(block, k):
     slots = np.arange(len(flat)) - (np.cumsum(counts) - counts)[rows]
     values = np.full((n_rows, counts.max()), -np.inf, dtype=block.dtype)
     values[rows, slots] = block.ravel()[flat]
+    if not with_indices:
+        return values, None
     indices = np.zeros(values.shape, dtype=np.intp)
     indices[rows, slots] = columns
-    # Padding (-inf) sorts after every finite value; a stable sort keeps ties in column order.
-    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
-    return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)
+    return values, indices
 
 
 def row_top_k(block, k, previous=None):
@@ -98,7 +109,10 @@ def row_top_k(block, k, previous=None):
     stacked = block if previous is None else np.concatenate([previous, block], axis=1)
     if stacked.shape[1] <= k:
         return np.sort(stacked, axis=1)
-    return row_top_k_indices(stacked, k)[1][:, ::-1]
+    values, _ = _row_candidates(stacked, int(k))  # the values alone: no stable order to keep
+    top = np.partition(values, values.shape[1] - k, axis=1)[:, values.shape[1] - k :]
+    top.sort(axis=1)
+    return top
 
 
 def merge_top_k(best, scores, first_column, k):
