@@ -443,6 +443,18 @@ def test_a_search_by_bias_names_an_overflowing_product(rng):
             fitted.top_k(queries=queries, k=5, return_scores=return_scores)
 
 
+def test_products_vouched_for_by_the_norms_still_test_a_large_bias(rng):
+    # Products below a quarter of float32's largest (the norms vouch for them), but a
+    # bias of -3e38: s - bias overflows, and the search must see it, not rank infinities.
+    big = np.float32(np.sqrt(8e37))
+    gallery = (np.eye(4, dtype=np.float32)[[0] * 5] + rng.normal(scale=1e-3, size=(5, 4))).astype(np.float32)
+    gallery *= big
+    fitted = NearestNeighborNormalization(k=2, alpha=3.75, metric="dot").fit(-gallery[:3], gallery=gallery)
+    assert fitted.gallery_bias().min() < -2.9e38
+    with pytest.raises(ValueError, match=r"scores of the finite similarities X overflow float32"):
+        fitted.top_k(queries=gallery[[0, 1] * 5], k=3, return_scores=False)  # whole rows
+
+
 @pytest.mark.parametrize("part_bytes", [1, None], ids=["a row a part", "one part"])
 def test_a_search_by_bias_that_overflows_falls_back_to_the_scores(monkeypatch, part_bytes):
     # Finite products, but s - bias overflows float32: the search falls back to the

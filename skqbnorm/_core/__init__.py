@@ -16,7 +16,14 @@ outside this package:
 """
 
 from ._column_top_k import ColumnTopKMean, GroupedColumnTopKMean
-from ._finite import all_finite, check_finite_block, embedding_products, gallery_item, largest_norm
+from ._finite import (
+    all_finite,
+    check_finite_block,
+    embedding_products,
+    gallery_item,
+    largest_norm,
+    products_stay_finite,
+)
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
 from ._parallel import alignment, blas_share, reduce_bank, reduce_rows
@@ -67,6 +74,7 @@ __all__ = [
     "merge_top_k",
     "moments",
     "prepare_embeddings",
+    "products_stay_finite",
     "reduce_bank",
     "reduce_rows",
     "row_top1",

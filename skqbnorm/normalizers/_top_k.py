@@ -20,6 +20,7 @@ from .._core import (
     embedding_products,
     largest_norm,
     merge_top_k,
+    products_stay_finite,
     row_top_k_indices,
     rows_per_chunk,
 )
@@ -106,7 +107,7 @@ class TopKMixin:
         n_gallery = self.n_features_in_
         if chunks is not None:
             return self._running_top_k(self._given_column_blocks(chunks), k, first_row=0)
-        read, n_queries, dtype = self._query_source(X, queries)
+        read, n_queries, dtype, vouched = self._query_source(X, queries)
         indices = np.empty((n_queries, k), dtype=np.intp)
         scores = np.empty((n_queries, k), dtype=dtype)
         # Products of many query rows make the most of BLAS; given similarities
@@ -127,7 +128,7 @@ class TopKMixin:
                     # covers it; given similarities are neither.
                     owned = X is None
                     sims = read(rows, slice(None), checked=not owned)
-                    found = self._search_by_bias(sims, rows, k, in_place=owned)
+                    found = self._search_by_bias(sims, rows, k, in_place=owned, finite=vouched(rows))
                     if found is not None:
                         return found
                     if owned:  # overwritten: the product again, checked
@@ -168,33 +169,38 @@ class TopKMixin:
                                                             part_rows, out=out), k))
         return tuple(np.concatenate(arrays) for arrays in zip(*found))
 
-    def _search_by_bias(self, sims, rows, k, in_place):
+    def _search_by_bias(self, sims, rows, k, in_place, finite=False):
         """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
 
         Each part stays in cache from its subtraction through its tests and search:
         the product block itself is tall, for BLAS, and far larger than the cache.
+        ``finite``: the products are known to lie below a quarter of the largest
+        float (see ``products_stay_finite``), so that with a bias below another
+        quarter ``s - bias`` needs no test.
         """
         bias = self._gallery_bias().astype(sims.dtype)
+        finite = finite and bool(np.abs(bias).max(initial=0) < np.finfo(sims.dtype).max / 4)
         step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
         found = []
         for part in gen_batches(len(sims), step):
             part_rows = slice(rows.start + part.start, rows.start + part.stop)
-            ranked = self._bias_ranked(sims[part], bias, part_rows, in_place)
+            ranked = self._bias_ranked(sims[part], bias, part_rows, in_place, finite)
             if ranked is None:
                 return None
             found.append(row_top_k_indices(ranked, k))
         return tuple(np.concatenate(arrays) for arrays in zip(*found))
 
     @staticmethod
-    def _bias_ranked(sims, bias, rows, in_place):
+    def _bias_ranked(sims, bias, rows, in_place, finite=False):
         """``sims - bias``, or None where it overflows (then scores rank).
 
         ``in_place`` overwrites ``sims``, which must then be finite (a checked
-        product); otherwise a NaN or an infinity in ``sims`` is named.
+        product); otherwise a NaN or an infinity in ``sims`` is named. ``finite``:
+        the result is known to be finite, and is not tested.
         """
         with np.errstate(over="ignore", invalid="ignore"):
             ranked = np.subtract(sims, bias, out=sims if in_place else None)
-        if all_finite(ranked):  # then so is sims
+        if finite or all_finite(ranked):  # then so is sims
             return ranked
         if not in_place:
             check_finite_block(sims, rows, name="X")
@@ -255,7 +261,8 @@ class TopKMixin:
         return column_blocks
 
     def _query_source(self, X, queries):
-        """A reader ``read(rows, columns, checked=...)`` of query similarity blocks, n_queries, dtype.
+        """A reader ``read(rows, columns, checked=...)`` of query similarity blocks, n_queries,
+        dtype, and ``vouched(rows)``: whether the rows' products are known to be finite.
 
         Given similarities are read as they are (their checks come later); products
         are tested for overflow unless ``checked=False``.
@@ -267,7 +274,7 @@ class TopKMixin:
             def read(rows, columns, checked=False):
                 return np.asarray(sims[rows, columns], dtype=dtype)
 
-            return read, sims.shape[0], dtype
+            return read, sims.shape[0], dtype, lambda rows: False
         prepared = self.prepare_queries(queries)
         gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
         gallery_norm = largest_norm(gallery)  # bounds every product (see products_stay_finite)
@@ -282,5 +289,9 @@ class TopKMixin:
                 gallery_norm=gallery_norm,
             )
 
-        return product, prepared.shape[0], prepared.dtype
+        def vouched(rows):
+            """Whether the norms vouch for every product of the rows (finite, below max / 4)."""
+            return products_stay_finite(prepared[rows], gallery_norm, prepared.dtype)
+
+        return product, prepared.shape[0], prepared.dtype, vouched
 
