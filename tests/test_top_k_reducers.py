@@ -34,6 +34,7 @@ from skqbnorm._core import (
     GroupedColumnTopKMean,
     ProbeMatrix,
     RowTopKUnion,
+    blas_threads,
     reduce_bank,
     row_top1,
     row_top_k,
@@ -389,3 +390,27 @@ def test_top_k_scores_a_few_rows_at_a_time_as_transform_does(rng, monkeypatch, e
     indices, scores = fitted.top_k(sims, k=6)
     assert_array_equal(indices, expected[0])
     assert_array_equal(scores, expected[1])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("return_scores", [True, False])
+def test_top_k_selects_in_as_many_threads_as_the_blas_with_the_same_result(rng, monkeypatch, n_threads,
+                                                                           return_scores):
+    # 10 query rows in parts of one row, split among 1 to 3 threads: the same lists.
+    bank, gallery, queries = rng.normal(size=(70, 9)), rng.normal(size=(400, 9)), rng.normal(size=(10, 9))
+    fitted = NearestNeighborNormalization(k=4, alpha=0.7).fit(bank, gallery=gallery)
+    expected = stable_top_k(fitted.transform(fitted.similarities(queries)), 6)
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "SEARCH_PART_BYTES", 1)
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "blas_threads", lambda: n_threads)
+    found = fitted.top_k(queries=queries, k=6, return_scores=return_scores)
+    assert_array_equal(found[0] if return_scores else found, expected[0])
+    if return_scores:
+        assert_allclose(found[1], expected[1], rtol=1e-12)
+
+
+def test_blas_threads_follows_threadpoolctl_limits():
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert blas_threads() == 1
+    assert blas_threads() >= 1

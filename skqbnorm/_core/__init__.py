@@ -26,7 +26,7 @@ from ._finite import (
 )
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
-from ._parallel import alignment, blas_share, reduce_bank, reduce_rows
+from ._parallel import alignment, blas_share, blas_threads, reduce_bank, reduce_rows
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._top_k import (
     RowTopKUnion,
@@ -64,6 +64,7 @@ __all__ = [
     "all_finite",
     "best_k",
     "blas_share",
+    "blas_threads",
     "check_finite_block",
     "embedding_products",
     "excess_over_mean",

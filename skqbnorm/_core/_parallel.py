@@ -7,11 +7,11 @@ result is bitwise independent of the split (see ``_trees.ColumnTree``).
 
 import itertools
 import os
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from ._memory import DEFAULT_WORKING_MEMORY
 
@@ -63,6 +63,18 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
 def _reducers_for(probe, make_reducers):
     """The reducers of ``make_reducers()``, each replaced by its ``for_probe(probe)`` where it has one."""
     return [reducer.for_probe(probe) if hasattr(reducer, "for_probe") else reducer for reducer in make_reducers()]
+
+
+@cache
+def _thread_controller():
+    """The process's thread pools, looked up once (a lookup takes about a millisecond)."""
+    return ThreadpoolController()
+
+
+def blas_threads():
+    """The threads the BLAS may use now (under any ``threadpoolctl`` limit), at least one."""
+    return max((pool.num_threads for pool in _thread_controller().select(user_api="blas").lib_controllers),
+               default=1)
 
 
 def blas_share(n_parts):

@@ -5,6 +5,7 @@ blocks of whole rows, a search by bias without scores, and a running top k over
 column chunks of the gallery for galleries too wide for whole rows.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 
 import numpy as np
@@ -16,6 +17,7 @@ from .._core import (
     PRODUCT_MEMORY,
     all_finite,
     blas_share,
+    blas_threads,
     check_finite_block,
     embedding_products,
     largest_norm,
@@ -47,8 +49,10 @@ class TopKMixin:
         than 8 whole rows fit (a gallery of millions), or when ``chunks`` are
         given, the gallery is streamed in column chunks within ``working_memory``
         with a running top k, and methods whose scores need a whole row (DIS, CSLS,
-        GC) read each row twice. With ``n_jobs``, blocks of whole rows are searched
-        in parallel threads, each with its share of the BLAS threads. The result
+        GC) read each row twice. Each block of whole rows is cut to its top k in
+        as many threads as the BLAS may use (``threadpoolctl`` limits both); with
+        ``n_jobs``, blocks are searched in parallel threads, each with its share of
+        the BLAS threads. The result
         equals ``transform`` followed by a stable sort of each row: ties go to the
         lowest gallery index.
 
@@ -159,15 +163,19 @@ class TopKMixin:
 
     def _search_by_scores(self, sims, rows, k):
         """Top k of each row by its scores, a few rows at a time (see ``_search_by_bias``)."""
-        step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
-        scores = np.empty((min(step, len(sims)), sims.shape[1]), dtype=sims.dtype)
-        found = []
-        for part in gen_batches(len(sims), step):
-            part_rows = slice(rows.start + part.start, rows.start + part.stop)
-            out = scores[: part.stop - part.start]
-            found.append(row_top_k_indices(self.score_block(sims[part], slice(0, sims.shape[1]), None,
-                                                            part_rows, out=out), k))
-        return tuple(np.concatenate(arrays) for arrays in zip(*found))
+        step = _part_rows(sims)
+
+        def search(parts):
+            scores = np.empty((min(step, len(sims)), sims.shape[1]), dtype=sims.dtype)  # one per thread
+            found = []
+            for part in parts:
+                part_rows = slice(rows.start + part.start, rows.start + part.stop)
+                out = scores[: part.stop - part.start]
+                found.append(row_top_k_indices(
+                    self.score_block(sims[part], slice(0, sims.shape[1]), None, part_rows, out=out), k))
+            return found
+
+        return _joined(_in_blas_threads(search, list(gen_batches(len(sims), step))))
 
     def _search_by_bias(self, sims, rows, k, in_place, finite=False):
         """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
@@ -180,15 +188,19 @@ class TopKMixin:
         """
         bias = self._gallery_bias().astype(sims.dtype)
         finite = finite and bool(np.abs(bias).max(initial=0) < np.finfo(sims.dtype).max / 4)
-        step = max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
-        found = []
-        for part in gen_batches(len(sims), step):
-            part_rows = slice(rows.start + part.start, rows.start + part.stop)
-            ranked = self._bias_ranked(sims[part], bias, part_rows, in_place, finite)
-            if ranked is None:
-                return None
-            found.append(row_top_k_indices(ranked, k))
-        return tuple(np.concatenate(arrays) for arrays in zip(*found))
+
+        def search(parts):
+            found = []
+            for part in parts:
+                part_rows = slice(rows.start + part.start, rows.start + part.stop)
+                ranked = self._bias_ranked(sims[part], bias, part_rows, in_place, finite)
+                if ranked is None:
+                    return None
+                found.append(row_top_k_indices(ranked, k))
+            return found
+
+        found = _in_blas_threads(search, list(gen_batches(len(sims), _part_rows(sims))))
+        return None if any(part is None for part in found) else _joined(found)
 
     @staticmethod
     def _bias_ranked(sims, bias, rows, in_place, finite=False):
@@ -295,3 +307,28 @@ class TopKMixin:
 
         return product, prepared.shape[0], prepared.dtype, vouched
 
+
+def _part_rows(sims):
+    """Rows of ``sims`` in one part of a search (``SEARCH_PART_BYTES``, at least one row)."""
+    return max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
+
+
+def _in_blas_threads(search, parts):
+    """``search(group)`` for contiguous groups of ``parts``, one group per BLAS thread.
+
+    The selection after a product is as parallel as the product itself: it runs on
+    as many threads as the BLAS may use (``threadpoolctl`` limits both; a job of
+    ``n_jobs`` has its share). Each part's result does not depend on the split.
+    """
+    n_threads = min(blas_threads(), len(parts))
+    if n_threads <= 1:
+        return [search(parts)]
+    groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
+    with ThreadPoolExecutor(n_threads) as pool:
+        return list(pool.map(search, groups))
+
+
+def _joined(found):
+    """The (indices, values) of every part, in order, from the groups' lists of parts."""
+    parts = [part for group in found for part in group]
+    return tuple(np.concatenate(arrays) for arrays in zip(*parts))
