@@ -12,11 +12,13 @@ outside this package:
   moments), bitwise the same for every split, and ``RowMoments``;
 - ``_column_top_k``: the mean of every column's k largest entries;
 - ``_top_k``: each row's top 1 and top k (selection, the activation set, merging);
+- ``_knn``: exact nearest rows (Euclidean, cosine) from float32 products;
 - ``_parallel``: ``reduce_bank``, the driver that runs the reducers in jobs.
 """
 
 from ._column_top_k import ColumnTopKMean, GroupedColumnTopKMean
 from ._finite import all_finite, check_finite_block, embedding_products, gallery_item
+from ._knn import cosine_top_k, euclidean_neighbours
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
 from ._parallel import alignment, blas_share, reduce_bank, reduce_rows
@@ -58,7 +60,9 @@ __all__ = [
     "best_k",
     "blas_share",
     "check_finite_block",
+    "cosine_top_k",
     "embedding_products",
+    "euclidean_neighbours",
     "excess_over_mean",
     "finite_mean",
     "gallery_item",
