@@ -109,7 +109,7 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     zero rows ``unit``); see ``KReciprocalReranker``."""
     n_nodes = len(unit) + 1
     half = int(np.around(k1 / 2.0))
-    neighbours, _, least = most_similar(unit, max(k1 + 1, k2), query=query)
+    neighbours, _, least = most_similar(unit, max(k1 + 1, k2), query=query, least=True)
     largest = 2.0 - 2.0 * least  # each row's largest distance
 
     def normalized_distances(rows, cols):
