@@ -293,10 +293,20 @@ def most_similar(unit, n_neighbors, query=None, least=False):
 
 
 def neighbour_matrix(neighbours, n_nodes, values=None):
-    """Sparse ``(n_nodes, n_nodes)`` matrix with ``values`` (default 1) at ``(i, neighbours[i])``."""
-    rows = np.repeat(np.arange(len(neighbours)), neighbours.shape[1])
-    data = np.ones(rows.shape) if values is None else np.ravel(values)
-    return sparse.csr_matrix((data, (rows, neighbours.ravel())), shape=(n_nodes, n_nodes))
+    """Sparse ``(n_nodes, n_nodes)`` matrix with ``values`` (default 1) at ``(i, neighbours[i])``.
+
+    ``neighbours[i]`` are distinct: the rows are built in place, their columns sorted
+    (a CSR matrix in canonical form, as from coordinates, without their sort).
+    """
+    n_rows, k = neighbours.shape
+    order = np.argsort(neighbours, axis=1)
+    columns = np.take_along_axis(neighbours, order, axis=1).ravel()
+    if values is None:
+        data = np.ones(len(columns))
+    else:
+        data = np.take_along_axis(np.asarray(values, dtype=float), order, axis=1).ravel()
+    indptr = np.minimum(np.arange(n_nodes + 1) * k, n_rows * k)
+    return sparse.csr_matrix((data, columns, indptr), shape=(n_nodes, n_nodes))
 
 
 def node_similarities(unit, rows, cols, query=None):
