@@ -120,8 +120,8 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     reciprocal = reciprocal_sets(neighbours[:, :k1 + 1], n_nodes)
     half_sets = reciprocal_sets(neighbours[:, :half + 1], n_nodes)
     # |R(i, k1) & R(c, k1/2)| for every c in R(i, k1); c is taken when it exceeds 2/3 of
-    # |R(c, k1/2)| (the published comparison, in floating point).
-    shared = reciprocal.multiply(reciprocal @ half_sets.T).tocoo()
+    # |R(c, k1/2)| (the published comparison, in floating point). R is symmetric.
+    shared = reciprocal.multiply(reciprocal @ half_sets).tocoo()
     sizes = np.diff(half_sets.indptr)
     taken = shared.data > 2.0 / 3 * sizes[shared.col]
     chosen = sparse.csr_matrix((np.ones(taken.sum()), (shared.row[taken], shared.col[taken])),
@@ -134,12 +134,16 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     if k2 != 1:
         nearest = neighbour_matrix(neighbours[:, :k2], n_nodes)
         encoding = sparse.diags(1.0 / np.diff(nearest.indptr)) @ nearest @ encoding
-    encoding = encoding.tocsc()
-    # The query's Jaccard row: sum_l min(V_ql, V_jl) over the query's support l.
+    # The query's Jaccard row: sum_l min(V_ql, V_jl) over the query's support l (summed
+    # in increasing l for every j).
+    encoding = encoding.tocsr()
     query_row = encoding[0].toarray().ravel()
-    support = np.flatnonzero(query_row)
-    columns = encoding[:, support].tocoo()
-    overlap = np.bincount(columns.row, np.minimum(columns.data, query_row[support][columns.col]),
+    supported = query_row[encoding.indices] != 0
+    rows = np.repeat(np.arange(n_nodes), np.diff(encoding.indptr))[supported]
+    support = encoding.indices[supported]
+    order = np.lexsort((support, rows))
+    overlap = np.bincount(rows[order], np.minimum(encoding.data[supported][order],
+                                                  query_row[support[order]]),
                           minlength=n_nodes)
     jaccard = 1.0 - overlap / (2.0 - overlap)
     items = np.arange(1, n_nodes)
