@@ -6,8 +6,8 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.neighbors import NearestNeighbors
 
-from skqbnorm._core import cosine_top_k, euclidean_neighbours, prepare_embeddings
-from skqbnorm._core._knn import GROUP, dot_error
+from skqbnorm._core import _knn, cosine_top_k, euclidean_neighbours, prepare_embeddings
+from skqbnorm._core._knn import GROUP, dot_error, equal_rows
 
 
 def sklearn_neighbours(features, k):
@@ -80,6 +80,58 @@ def test_more_duplicates_than_neighbours_leave_out_the_first():
     assert_array_equal(indices[:4], [[1, 2], [0, 2], [0, 1], [1, 2]])
     assert_array_equal(distances[:4], 0.0)
     assert_array_equal(indices[4:], [[5, 0], [4, 0]])
+
+
+def list_with_copies(rng, n_items, n_features):
+    """Random rows, a fifth of them copies of others and a tenth zero."""
+    features = rng.normal(size=(n_items, n_features))
+    features[rng.choice(n_items, n_items // 5)] = features[rng.choice(n_items, n_items // 5)]
+    features[rng.choice(n_items, n_items // 10)] = 0.0
+    return features
+
+
+@pytest.mark.parametrize("n_items, k", [(300, 7), (2000, 11), (1500, 51), (40, 60)])
+def test_equal_rows_are_searched_once_with_the_same_result(monkeypatch, rng, n_items, k):
+    features = list_with_copies(rng, n_items, 6)
+    unit = prepare_embeddings(features, "cosine")
+    assert equal_rows(features) is not None and equal_rows(unit) is not None
+    collapsed = [euclidean_neighbours(features, min(k, n_items - 1)),
+                 cosine_top_k(unit, k, least=True)]
+    monkeypatch.setattr(_knn, "equal_rows", lambda rows: None)  # every row searched
+    plain = [euclidean_neighbours(features, min(k, n_items - 1)),
+             cosine_top_k(unit, k, least=True)]
+    for found, expected in zip(collapsed, plain):
+        for part, expected_part in zip(found, expected):
+            assert_array_equal(part, expected_part)
+    assert_array_equal(collapsed[0][0], reference_neighbours(features, min(k, n_items - 1))[0])
+
+
+def test_equal_rows_groups_by_value():
+    rows = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 0.0], [-0.0, 2.0], [3.0, 3.0], [1.0, 0.0]])
+    groups = equal_rows(rows)
+    assert_array_equal(groups.first, [0, 1, 4])
+    assert_array_equal(groups.group, [0, 1, 0, 1, 2, 0])
+    assert equal_rows(rows[[0, 1, 4]]) is None
+
+
+@pytest.mark.parametrize("value", [2.0, 0.0])
+def test_lists_of_one_row_repeated(value):
+    rows = np.tile([value, 0.0, 0.0], (6, 1))
+    indices, distances = euclidean_neighbours(rows, 3)
+    assert_array_equal(indices, [[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2], [1, 2, 3], [1, 2, 3]])
+    assert_array_equal(distances, 0.0)
+    # Unit rows [1, 0, 0]: each copy as similar as the row itself, ties to the lower
+    # index; zero rows: a copy's cosine is 0, the row's own 1.
+    indices, similarities, least = cosine_top_k(prepare_embeddings(rows, "cosine"), 3, least=True)
+    if value:
+        assert_array_equal(indices, np.tile([0, 1, 2], (6, 1)))
+        assert_array_equal(similarities, 1.0)
+        assert_array_equal(least, 1.0)
+    else:
+        assert_array_equal(indices, [[0, 1, 2], [1, 0, 2], [2, 0, 1], [3, 0, 1], [4, 0, 1],
+                                     [5, 0, 1]])
+        assert_array_equal(similarities, np.tile([1.0, 0.0, 0.0], (6, 1)))
+        assert_array_equal(least, 0.0)
 
 
 @pytest.mark.parametrize("n_items", [2, 3, 4, 7, 12])

@@ -6,7 +6,8 @@ candidates every entry within a proven bound of the float32 rounding of its k-th
 largest (bounded from below by the maxima of groups of entries, without partitioning
 whole rows), and only the candidates are computed again in float64, which decides:
 the result is that of a float64 search over all pairs, ties to the lower index,
-whatever the block size.
+whatever the block size. Equal rows are searched once (``equal_rows``): their copies
+would tie, all candidates, in every row near them.
 
 The margin. For rows a, b of d entries, u = 2^-24 and ``a~`` the float32 rounding of
 ``a``, the float32 product ``fl(a~ . b~)`` (any order of its sums, fused or not) is
@@ -116,14 +117,75 @@ def euclidean_neighbours(features, n_neighbors, *, working_memory=None):
                          f"got {n_neighbors}.")
     exponent = int(np.frexp(np.abs(features).max(initial=0.0))[1])
     scaled = np.ldexp(features, -exponent)  # magnitudes below 1
+    # Equal rows are searched once: n copies of a row would tie in n columns of every
+    # row near them, all candidates.
+    groups = equal_rows(scaled)
+    distinct = scaled if groups is None else scaled[groups.first]
 
     def negative_squares(first, columns):
-        return -squared_distances(scaled, first, columns)
+        return -squared_distances(distinct, first, columns)
 
-    indices, values, _ = row_top_k(*distance_products(scaled), n_neighbors + 1,
-                                   negative_squares, working_memory=working_memory)
+    k = min(n_neighbors + 1, len(distinct))
+    indices, values, _ = row_top_k(*distance_products(distinct), k, negative_squares,
+                                   working_memory=working_memory)
+    if groups is not None:
+        indices, values = groups.items(indices, values, n_neighbors + 1)
     indices, values = drop_self(indices, values)
     return indices, np.ldexp(np.sqrt(-values), exponent)
+
+
+class EqualRows:
+    """Groups of equal rows: ``first[g]``, the lowest row of group g (the groups in the
+    order of their first rows), and ``group[i]``, the group of row i."""
+
+    def __init__(self, first, group):
+        self.first, self.group = first, group
+        self.members = np.argsort(group, kind="stable")  # by group, then row
+        self.counts = np.bincount(group, minlength=len(first))
+        self.starts = np.cumsum(self.counts) - self.counts
+
+    def items(self, top, values, k):
+        """Rows of groups to rows of items: each item's k first rows by (value, row),
+        from its group's ``top`` groups (by decreasing ``values``, then first row)."""
+        indices = np.empty((len(top), k), dtype=np.intp)
+        found = np.empty((len(top), k))
+        step = max(1, PAIR_VALUES // (top.shape[1] * k))
+        for first in range(0, len(top), step):
+            rows = slice(first, first + step)
+            indices[rows], found[rows] = self._expanded(top[rows], values[rows], k)
+        return indices[self.group], found[self.group]
+
+    def _expanded(self, top, values, k):
+        # Each top group gives its first k rows (ties between groups interleave by row),
+        # so every row's first k are among them.
+        taken = np.minimum(self.counts[top], k).ravel()
+        position = np.arange(taken.sum()) - np.repeat(np.cumsum(taken) - taken, taken)
+        rows = self.members[np.repeat(self.starts[top.ravel()], taken) + position]
+        found = np.repeat(values.ravel(), taken)
+        owner = np.repeat(np.arange(len(top)), taken.reshape(top.shape).sum(axis=1))
+        order = np.lexsort((rows, -found, owner))
+        chosen = order[(np.searchsorted(owner[order], np.arange(len(top)))[:, None]
+                        + np.arange(k)).ravel()]
+        return rows[chosen].reshape(len(top), k), found[chosen].reshape(len(top), k)
+
+
+def equal_rows(rows):
+    """``EqualRows`` of ``rows`` (float64), or None if every row is distinct."""
+    if len(rows) < 2:
+        return None
+    bits = np.ascontiguousarray(rows + 0.0).view(np.uint64)  # +0.0: -0.0 equals 0.0
+    # A hash of each row's bits: equal rows hash alike; distinct ones almost never do.
+    weights = np.arange(1, 2 * bits.shape[1], 2, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    hashes = np.sort((bits * weights).sum(axis=1))
+    if not np.any(hashes[1:] == hashes[:-1]):
+        return None
+    _, first, group = np.unique(rows + 0.0, axis=0, return_index=True, return_inverse=True)
+    if len(first) == len(rows):
+        return None
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return EqualRows(first[order], rank[group.ravel()])
 
 
 def distance_products(features):
@@ -212,25 +274,59 @@ def cosine_top_k(unit, k, *, least=False, working_memory=None):
         Each row's smallest float64 similarity, with ``least``.
     """
     unit = np.ascontiguousarray(unit, dtype=np.float64)
-    n_items, n_features = unit.shape
+    n_items = len(unit)
+    k = min(k, n_items)
+    groups = equal_rows(unit)
+    if groups is None:
+        return cosine_products_top_k(unit, k, least, working_memory, unit_diagonal=True)
+    # Equal rows are searched once; a row's copies have the product of its group with
+    # itself, the row itself 1.
+    distinct = unit[groups.first]
+    top, values, smallest = cosine_products_top_k(
+        distinct, min(k + 1, len(distinct)), "off-diagonal" if least else False,
+        working_memory, unit_diagonal=False)
+    indices, values = with_itself(*groups.items(top, values, min(k + 1, n_items)), k)
+    if least:
+        own = inner_products(distinct, 0, np.arange(len(distinct))[:, None], diagonal=None)[:, 0]
+        copies = np.where(groups.counts > 1, own, np.inf)
+        smallest = np.minimum(np.minimum(smallest, copies)[groups.group], 1.0)
+    return indices, values, smallest
+
+
+def cosine_products_top_k(unit, k, least, working_memory, unit_diagonal):
+    """``row_top_k`` of the cosine similarities of ``unit``'s rows."""
+    n_features = unit.shape[1]
     left = unit.astype(np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", unit, unit)) * (1 + gamma(n_features + 4, U64))
     relative, absolute = dot_error(n_features)
     error = safe_up(relative * norms * norms.max(initial=0.0) + absolute)
 
     def products(first, columns):
-        return inner_products(unit, first, columns)
+        return inner_products(unit, first, columns, 1.0 if unit_diagonal else None)
 
-    return row_top_k(left, np.ascontiguousarray(left.T), error, min(k, n_items), products,
-                     unit_diagonal=True, least=least, working_memory=working_memory)
+    return row_top_k(left, np.ascontiguousarray(left.T), error, k, products,
+                     unit_diagonal=unit_diagonal, least=least, working_memory=working_memory)
 
 
-def inner_products(unit, first, columns):
+def with_itself(indices, values, k):
+    """Each row i's k first entries once its own entry's value, if any, is 1 (and it is
+    there): the copies of a row have its product with itself, the row 1."""
+    n_rows = len(indices)
+    itself = np.arange(n_rows)[:, None]
+    values = np.concatenate([np.ones((n_rows, 1)), np.where(indices == itself, -np.inf, values)],
+                            axis=1)
+    indices = np.concatenate([itself, indices], axis=1)
+    order = np.lexsort((indices, -values), axis=1)[:, :k]
+    return np.take_along_axis(indices, order, axis=1), np.take_along_axis(values, order, axis=1)
+
+
+def inner_products(unit, first, columns, diagonal=1.0):
     """``unit[i] . unit[j]`` in float64 for the rows ``i = first, first + 1, ...`` and the
-    columns ``j`` of their rows of ``columns``; exactly 1 for ``i == j``."""
+    columns ``j`` of their rows of ``columns``; ``diagonal`` for ``i == j`` unless None."""
     rows = np.arange(first, first + len(columns))
     products = np.einsum("id,imd->im", unit[rows], unit[columns])
-    products[columns == rows[:, None]] = 1.0
+    if diagonal is not None:
+        products[columns == rows[:, None]] = diagonal
     return products
 
 
@@ -251,8 +347,8 @@ def row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=False,
         ...`` at the columns of their rows of ``columns`` (2-D; the same shape).
     unit_diagonal : bool
         Whether entry ``(i, i)`` is 1 whatever the product (a row's similarity to itself).
-    least : bool
-        Whether to find each row's smallest exact value too.
+    least : bool or "off-diagonal"
+        Whether to find each row's smallest exact value too (but that of ``(i, i)``).
     working_memory : float or None
         MiB of float32 products per block of rows (default ``DEFAULT_WORKING_MEMORY``).
 
@@ -282,6 +378,8 @@ def row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=False,
         indices[start:stop] = np.take_along_axis(columns, order, axis=1)
         values[start:stop] = np.take_along_axis(found, order, axis=1)
         if least:
+            if least == "off-diagonal":
+                block[np.arange(stop - start), np.arange(start, stop)] = np.inf
             candidates = bottom_candidates(block, bound)
             found = exact_values(exact, start, *candidates, len(block), n_features, np.inf)[1]
             smallest[start:stop] = found.min(axis=1)
