@@ -152,6 +152,9 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
 
 
 def reciprocal_sets(neighbours, n_nodes):
-    """Sparse 0/1 matrix of ``j in N(i)`` and ``i in N(j)``, ``N(i)`` the row ``neighbours[i]``."""
-    forward = neighbour_matrix(neighbours, n_nodes)
+    """Sparse 0/1 matrix of ``j in N(i)`` and ``i in N(j)``, ``N(i)`` the row ``neighbours[i]``,
+    of the smallest integer type that counts a row's entries (products of such matrices
+    run about twice as fast as in float64)."""
+    ones = np.ones(neighbours.shape, dtype=np.min_scalar_type(neighbours.shape[1]))
+    forward = neighbour_matrix(neighbours, n_nodes, ones)
     return forward.multiply(forward.T).tocsr()
