@@ -12,6 +12,7 @@ outside this package:
   moments), bitwise the same for every split, and ``RowMoments``;
 - ``_column_top_k``: the mean of every column's k largest entries;
 - ``_top_k``: each row's top 1 and top k (selection, the activation set, merging);
+- ``_knn``: exact nearest rows (Euclidean, cosine) from float32 products;
 - ``_parallel``: ``reduce_bank``, the driver that runs the reducers in jobs.
 """
 
@@ -24,6 +25,7 @@ from ._finite import (
     largest_norm,
     products_stay_finite,
 )
+from ._knn import cosine_top_k, euclidean_neighbours
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
 from ._parallel import alignment, blas_share, blas_threads, reduce_bank, reduce_rows
@@ -66,7 +68,9 @@ __all__ = [
     "blas_share",
     "blas_threads",
     "check_finite_block",
+    "cosine_top_k",
     "embedding_products",
+    "euclidean_neighbours",
     "excess_over_mean",
     "finite_mean",
     "gallery_item",

@@ -136,9 +136,8 @@ def mutual_affinity(unit, n_neighbors, gamma):
     neighbours, similarities, _ = most_similar(unit, n_neighbors + 1)
     n_items = len(unit)
     forward = neighbour_matrix(neighbours, n_items, np.maximum(similarities, 0.0) ** gamma)
-    mutual = forward.multiply(neighbour_matrix(neighbours, n_items).T).tolil()
-    mutual.setdiag(0)
-    mutual = mutual.tocsr()
+    mutual = forward.multiply(neighbour_matrix(neighbours, n_items).T).tocsr()
+    mutual = mutual - sparse.diags(mutual.diagonal())
     mutual.eliminate_zeros()
     return mutual
 

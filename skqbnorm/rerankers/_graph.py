@@ -14,10 +14,9 @@ from functools import cache
 import numpy as np
 from scipy import sparse
 from sklearn.metrics import pairwise_distances
-from sklearn.neighbors import NearestNeighbors
 from threadpoolctl import ThreadpoolController
 
-from .._core import prepare_embeddings, row_top_k_indices
+from .._core import cosine_top_k, euclidean_neighbours, prepare_embeddings, row_top_k_indices
 from .._validation import warn_caller
 
 #: Edge lengths beyond this many kernel widths get weight exp(-40^2 / 2) = 0 in
@@ -29,15 +28,16 @@ NEGLIGIBLE_RATIO = 40.0
 #: 2 x.y`` loses their digits (it gives duplicates distances of about 1e-8, not 0).
 CLOSE_PAIR = 1e-3
 
-#: Feature values per block when edge lengths are computed from differences.
-BLOCK_VALUES = 2**22
+#: Feature values per block when edge lengths or similarities are computed pair by
+#: pair: 8 MiB blocks take half the time of 32 MiB ones, whose fresh pages fault.
+BLOCK_VALUES = 2**20
 
 #: Distance computations (items^2 x features) below which a list is reranked on one
-#: thread: a 100-item list's k-NN search takes a few milliseconds, and waking BLAS's
-#: and OpenMP's thread pools for it cost several times that (5x on 2 busy cores); up
-#: to 2,000-3,000 items of 32 features, scikit-learn's threaded k-NN search splits
-#: the few rows among threads that must then merge their heaps (4x slower than one
-#: thread on 2 busy cores, measured interleaved; on par from 3,000 items).
+#: thread: a small list's k-NN search takes a few milliseconds, and waking BLAS's and
+#: OpenMP's thread pools for it cost several times that on 2 busy cores (measured
+#: with scikit-learn's search, which split the few rows of lists up to 2,000-3,000
+#: items of 32 features among threads; the float32 products of ``euclidean_neighbours``
+#: gain 0-10% from a second thread there, best of 7).
 SERIAL_WORK = 2**29
 
 
@@ -154,12 +154,14 @@ def all_pairs(features):
 
 
 def nearest_neighbour_edges(features, n_neighbors):
-    """Each item's ``n_neighbors`` nearest other items (directed edges) and distances."""
-    # Without a query, each item is left out of its own neighbours (duplicates are not).
-    search = NearestNeighbors(n_neighbors=n_neighbors).fit(features)
-    cols = search.kneighbors(return_distance=False).ravel()
+    """Each item's ``n_neighbors`` nearest other items (directed edges) and distances.
+
+    An item is left out of its own neighbours (duplicates are not); ties go to the
+    lower index; the lengths are those of ``edge_lengths``.
+    """
+    cols, lengths = euclidean_neighbours(features, n_neighbors)
     rows = np.repeat(np.arange(len(features)), n_neighbors)
-    return rows, cols, edge_lengths(features, rows, cols)
+    return rows, cols.ravel(), lengths.ravel()
 
 
 def edge_lengths(features, rows, cols):
@@ -257,60 +259,59 @@ def unit_rows(features):
     return prepare_embeddings(np.asarray(features, dtype=np.float64), "cosine")
 
 
-def cosine_blocks(unit, query=None):
-    """Rows of the similarity matrix, ``(start, block)`` a few at a time.
-
-    Without ``query``: the cosine similarities of the rows of ``unit`` (unit or zero rows),
-    with exactly 1 on the diagonal. With ``query`` (the query's similarities to the
-    items, shape (n_items,)): the matrix of the ``n_items + 1`` nodes, the query first,
-    ``[[1, query], [query^T, cosines]]``.
-    """
-    n_items = len(unit)
-    offset = 0 if query is None else 1
-    n_nodes = n_items + offset
-    step = max(1, BLOCK_VALUES // max(n_nodes, 1))
-    if query is not None:
-        yield 0, np.concatenate([[1.0], query])[None, :]
-    for start in range(0, n_items, step):
-        stop = min(start + step, n_items)
-        block = np.empty((stop - start, n_nodes))
-        np.matmul(unit[start:stop], unit.T, out=block[:, offset:])
-        block[np.arange(stop - start), np.arange(start, stop) + offset] = 1.0
-        if query is not None:
-            block[:, 0] = query[start:stop]
-        yield start + offset, block
-
-
-def most_similar(unit, n_neighbors, query=None):
+def most_similar(unit, n_neighbors, query=None, least=False):
     """Each node's ``n_neighbors`` most similar nodes (itself included), and each row's least
-    similarity, from the blocks of ``cosine_blocks``.
+    similarity if ``least``.
+
+    The nodes are the rows of ``unit`` (unit or zero rows), compared by their cosine
+    similarity, with exactly 1 on the diagonal; with ``query`` (the query's
+    similarities to the items, shape (n_items,)), the query comes first, the matrix
+    of the ``n_items + 1`` nodes being ``[[1, query], [query^T, cosines]]``.
 
     Returns ``(neighbours, similarities, least)``: arrays of shape (n_nodes, n_neighbors)
     sorted by decreasing similarity, ties by increasing index (so a node comes first in its
-    own row unless an earlier node is its duplicate), and of shape (n_nodes,). Memory:
-    O(n_nodes n_neighbors) besides one block.
+    own row unless an earlier node is its duplicate), and of shape (n_nodes,) (None
+    without ``least``). Memory: O(n_nodes n_neighbors) besides one block of similarities.
     """
-    n_nodes = len(unit) + (query is not None)
+    n_items = len(unit)
+    n_nodes = n_items + (query is not None)
     n_neighbors = min(n_neighbors, n_nodes)
-    neighbours = np.empty((n_nodes, n_neighbors), dtype=np.intp)
-    similarities = np.empty((n_nodes, n_neighbors))
-    least = np.empty(n_nodes)
-    for start, block in cosine_blocks(unit, query):
-        rows = slice(start, start + len(block))
-        neighbours[rows], similarities[rows] = row_top_k_indices(block, n_neighbors)
-        least[rows] = block.min(axis=1)
-    return neighbours, similarities, least
+    neighbours, similarities, smallest = cosine_top_k(unit, min(n_neighbors, n_items),
+                                                      least=least)
+    if query is None:
+        return neighbours, similarities, smallest
+    # The query is node 0: it joins each item's row as its lowest index, first among ties.
+    values = np.concatenate([query[:, None], similarities], axis=1)
+    nodes = np.concatenate([np.zeros((n_items, 1), dtype=np.intp), neighbours + 1], axis=1)
+    order = np.argsort(-values, axis=1, kind="stable")[:, :n_neighbors]
+    first, first_values = row_top_k_indices(np.concatenate([[1.0], query])[None, :], n_neighbors)
+    neighbours = np.concatenate([first, np.take_along_axis(nodes, order, axis=1)])
+    similarities = np.concatenate([first_values, np.take_along_axis(values, order, axis=1)])
+    if least:
+        smallest = np.concatenate([[min(1.0, query.min(initial=1.0))],
+                                   np.minimum(query, smallest)])
+    return neighbours, similarities, smallest
 
 
 def neighbour_matrix(neighbours, n_nodes, values=None):
-    """Sparse ``(n_nodes, n_nodes)`` matrix with ``values`` (default 1) at ``(i, neighbours[i])``."""
-    rows = np.repeat(np.arange(len(neighbours)), neighbours.shape[1])
-    data = np.ones(rows.shape) if values is None else np.ravel(values)
-    return sparse.csr_matrix((data, (rows, neighbours.ravel())), shape=(n_nodes, n_nodes))
+    """Sparse ``(n_nodes, n_nodes)`` matrix with ``values`` (default 1) at ``(i, neighbours[i])``.
+
+    ``neighbours[i]`` are distinct: the rows are built in place, their columns sorted
+    (a CSR matrix in canonical form, as from coordinates, without their sort).
+    """
+    n_rows, k = neighbours.shape
+    order = np.argsort(neighbours, axis=1)
+    columns = np.take_along_axis(neighbours, order, axis=1).ravel()
+    if values is None:
+        data = np.ones(len(columns))
+    else:
+        data = np.take_along_axis(np.asarray(values), order, axis=1).ravel()
+    indptr = np.minimum(np.arange(n_nodes + 1) * k, n_rows * k)
+    return sparse.csr_matrix((data, columns, indptr), shape=(n_nodes, n_nodes))
 
 
 def node_similarities(unit, rows, cols, query=None):
-    """Entries ``(rows, cols)`` of the similarity matrix of ``cosine_blocks``, computed
+    """Entries ``(rows, cols)`` of the similarity matrix of ``most_similar``, computed
     pair by pair (O(n_pairs) memory)."""
     similarities = np.empty(len(rows))
     offset = 0 if query is None else 1

@@ -109,7 +109,7 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     zero rows ``unit``); see ``KReciprocalReranker``."""
     n_nodes = len(unit) + 1
     half = int(np.around(k1 / 2.0))
-    neighbours, _, least = most_similar(unit, max(k1 + 1, k2), query=query)
+    neighbours, _, least = most_similar(unit, max(k1 + 1, k2), query=query, least=True)
     largest = 2.0 - 2.0 * least  # each row's largest distance
 
     def normalized_distances(rows, cols):
@@ -120,8 +120,8 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     reciprocal = reciprocal_sets(neighbours[:, :k1 + 1], n_nodes)
     half_sets = reciprocal_sets(neighbours[:, :half + 1], n_nodes)
     # |R(i, k1) & R(c, k1/2)| for every c in R(i, k1); c is taken when it exceeds 2/3 of
-    # |R(c, k1/2)| (the published comparison, in floating point).
-    shared = reciprocal.multiply(reciprocal @ half_sets.T).tocoo()
+    # |R(c, k1/2)| (the published comparison, in floating point). R is symmetric.
+    shared = reciprocal.multiply(reciprocal @ half_sets).tocoo()
     sizes = np.diff(half_sets.indptr)
     taken = shared.data > 2.0 / 3 * sizes[shared.col]
     chosen = sparse.csr_matrix((np.ones(taken.sum()), (shared.row[taken], shared.col[taken])),
@@ -134,12 +134,16 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     if k2 != 1:
         nearest = neighbour_matrix(neighbours[:, :k2], n_nodes)
         encoding = sparse.diags(1.0 / np.diff(nearest.indptr)) @ nearest @ encoding
-    encoding = encoding.tocsc()
-    # The query's Jaccard row: sum_l min(V_ql, V_jl) over the query's support l.
+    # The query's Jaccard row: sum_l min(V_ql, V_jl) over the query's support l (summed
+    # in increasing l for every j).
+    encoding = encoding.tocsr()
     query_row = encoding[0].toarray().ravel()
-    support = np.flatnonzero(query_row)
-    columns = encoding[:, support].tocoo()
-    overlap = np.bincount(columns.row, np.minimum(columns.data, query_row[support][columns.col]),
+    supported = query_row[encoding.indices] != 0
+    rows = np.repeat(np.arange(n_nodes), np.diff(encoding.indptr))[supported]
+    support = encoding.indices[supported]
+    order = np.lexsort((support, rows))
+    overlap = np.bincount(rows[order], np.minimum(encoding.data[supported][order],
+                                                  query_row[support[order]]),
                           minlength=n_nodes)
     jaccard = 1.0 - overlap / (2.0 - overlap)
     items = np.arange(1, n_nodes)
@@ -148,6 +152,9 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
 
 
 def reciprocal_sets(neighbours, n_nodes):
-    """Sparse 0/1 matrix of ``j in N(i)`` and ``i in N(j)``, ``N(i)`` the row ``neighbours[i]``."""
-    forward = neighbour_matrix(neighbours, n_nodes)
+    """Sparse 0/1 matrix of ``j in N(i)`` and ``i in N(j)``, ``N(i)`` the row ``neighbours[i]``,
+    of the smallest integer type that counts a row's entries (products of such matrices
+    run about twice as fast as in float64)."""
+    ones = np.ones(neighbours.shape, dtype=np.min_scalar_type(neighbours.shape[1]))
+    forward = neighbour_matrix(neighbours, n_nodes, ones)
     return forward.multiply(forward.T).tocsr()

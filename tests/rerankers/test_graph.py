@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy import sparse
+from sklearn.neighbors import NearestNeighbors
 
 from skqbnorm import PointwiseReranker, PreferenceStrengthReranker
+from skqbnorm.catalogue import rerankers
+from skqbnorm.rerankers import _graph
 from skqbnorm.rerankers._graph import affinity, degrees, laplacian, pair_laplacian
+from skqbnorm.rerankers._neighbourhood import CosineQueryReranker
 
 # x = [0, 1, 3] on a line: lengths 1, 3, 2; the median, sigma = 2.
 W01, W02, W12 = 0.8824969025845955, 0.32465246735834974, 0.6065306597126334  # e^-1/8, -9/8, -1/2
@@ -339,3 +343,43 @@ def test_pair_laplacian_matches_the_sum_of_pair_terms(rng):
         difference[h], difference[lo] = 1.0, -1.0
         expected += w * np.outer(difference, difference)
     assert_allclose(pair_laplacian((high, low), pair_weights, 5).toarray(), expected, rtol=1e-14)
+
+
+# The searches against the plain ones they replaced: scikit-learn's k-NN search and the
+# float64 cosine matrix.
+
+
+def sklearn_neighbours(features, n_neighbors):
+    indices = NearestNeighbors(n_neighbors=n_neighbors).fit(features).kneighbors(
+        return_distance=False)
+    rows = np.repeat(np.arange(len(features)), n_neighbors)
+    lengths = np.linalg.norm(features[rows] - features[indices.ravel()], axis=1)
+    return indices, lengths.reshape(indices.shape)
+
+
+def dense_cosine_top_k(unit, k, least=False):
+    similarities = unit @ unit.T
+    np.fill_diagonal(similarities, 1.0)
+    order = np.argsort(-similarities, axis=1, kind="stable")[:, :k]
+    smallest = similarities.min(axis=1) if least else None
+    return order, np.take_along_axis(similarities, order, axis=1), smallest
+
+
+@pytest.mark.parametrize("n_items", [60, 700, pytest.param(2500, marks=pytest.mark.slow)])
+def test_every_reranker_scores_as_with_the_plain_searches(monkeypatch, n_items):
+    # As benchmarks/bench_rerankers.py --part sizes: random 32-d features and scores.
+    rng = np.random.default_rng(n_items)
+    features, initial = rng.normal(size=(n_items, 32)), rng.normal(size=n_items)
+    cosines = initial / np.abs(initial).max()
+    scores = {}
+    for searches in ["library", "plain"]:
+        if searches == "plain":
+            monkeypatch.setattr(_graph, "euclidean_neighbours", sklearn_neighbours)
+            monkeypatch.setattr(_graph, "cosine_top_k", dense_cosine_top_k)
+        for cls in rerankers():
+            y = cosines if issubclass(cls, CosineQueryReranker) else initial
+            scores[searches, cls] = cls().fit_predict(features, y)
+    for cls in rerankers():
+        expected = scores["plain", cls]
+        assert_allclose(scores["library", cls], expected, rtol=0,
+                        atol=1e-6 * np.abs(expected).max(), err_msg=cls.__name__)

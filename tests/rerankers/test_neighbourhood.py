@@ -79,7 +79,7 @@ def test_most_similar_orders_by_similarity_then_index():
     rng = np.random.default_rng(1)
     features = rng.integers(0, 3, size=(30, 2)).astype(float)  # many exact ties
     query = rng.uniform(-1, 1, size=30)
-    neighbours, similarities, least = most_similar(unit_rows(features), 7, query=query)
+    neighbours, similarities, least = most_similar(unit_rows(features), 7, query=query, least=True)
     full = node_similarities(features, query)
     order = np.argsort(-full, axis=1, kind="stable")[:, :7]
     np.testing.assert_array_equal(neighbours, order)
