@@ -395,11 +395,11 @@ def print_products(data, tools, search_times, repeat):
         return np.matmul(queries[start:stop], gallery.T)
 
     rows = {"torch einsum": peer.batch_size, "numpy matmul": peer.batch_size,
-            "numpy matmul (skqbnorm's products)": len(queries)}
+            "numpy matmul (one product)": len(queries)}
     times = interleaved_best_times({
         "torch einsum": batches(torch_product, peer.batch_size),
         "numpy matmul": batches(numpy_product, peer.batch_size),
-        "numpy matmul (skqbnorm's products)": batches(numpy_product, len(queries)),
+        "numpy matmul (one product)": batches(numpy_product, len(queries)),
     }, repeat)
     print(f"\ne. queries @ gallery.T alone{'':<{WIDTH - 27}}{'seconds':>10}{'rows':>8}{'/torch':>10}")
     for name, seconds in times.items():
