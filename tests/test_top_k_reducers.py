@@ -17,7 +17,6 @@ from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
-import skqbnorm._core._parallel
 import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
@@ -415,25 +414,3 @@ def test_blas_threads_follows_threadpoolctl_limits():
     with threadpool_limits(limits=1, user_api="blas"):
         assert blas_threads() == 1
     assert blas_threads() >= 1
-
-
-@pytest.mark.parametrize("n_threads", [2, 3])
-def test_column_top_k_mean_in_column_strips_is_bitwise_the_same(rng, monkeypatch, n_threads):
-    # 50 columns in strips of at least 7 columns, one per thread: each thread keeps its
-    # own columns' floors and buffers, warm-up included; the means are those of one strip.
-    values = rng.normal(size=(400, 50)).astype(np.float32)
-    values[:, 3] = np.sort(values[:, 3])  # a sorted column: its floor rises with every block
-
-    def reduced():
-        reducer = ColumnTopKMean(9)
-        for rows in np.array_split(np.arange(400), 13):
-            reducer.update(values[rows], None)
-        return reducer.result()
-
-    monkeypatch.setattr(ColumnTopKMean, "STRIP_COLUMNS", 7)
-    monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: 1)
-    alone = reduced()
-    assert_allclose(alone, column_top_k_mean(values, 9), rtol=1e-6)
-    monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: n_threads)
-    assert len(skqbnorm._core._parallel.column_strips(50, 7)) == n_threads
-    assert_array_equal(reduced(), alone)

@@ -28,15 +28,7 @@ from ._finite import (
 from ._knn import cosine_top_k, euclidean_neighbours
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
-from ._parallel import (
-    alignment,
-    blas_share,
-    blas_threads,
-    column_strips,
-    in_threads,
-    reduce_bank,
-    reduce_rows,
-)
+from ._parallel import alignment, blas_share, blas_threads, reduce_bank, reduce_rows
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._top_k import (
     RowTopKUnion,
@@ -76,14 +68,12 @@ __all__ = [
     "blas_share",
     "blas_threads",
     "check_finite_block",
-    "column_strips",
     "cosine_top_k",
     "embedding_products",
     "euclidean_neighbours",
     "excess_over_mean",
     "finite_mean",
     "gallery_item",
-    "in_threads",
     "largest_norm",
     "leaf_rows",
     "merge_top_k",

@@ -3,7 +3,6 @@
 import numpy as np
 
 from ._moments import finite_mean
-from ._parallel import column_strips, in_threads
 from ._trees import leaf_rows
 
 
@@ -28,8 +27,6 @@ class ColumnTopKMean:
     #: Entries a column's buffer holds before they are merged into its top k: small
     #: buffers keep the floors fresh, so that fewer entries pass them.
     CAPACITY = 64
-    #: Fewest columns a thread takes (see ``column_strips``).
-    STRIP_COLUMNS = 2048
     #: Blocks are read and forgotten: a product buffer may be reused for the next.
     keeps_blocks = False
 
@@ -47,14 +44,7 @@ class ColumnTopKMean:
             return
         if len(block) > self.buffer.shape[1]:
             self._widen(len(block))
-        # Columns are independent: strips of them in as many threads as the BLAS may
-        # use (each thread writes its own columns' state), the same result in any split.
-        strips = column_strips(block.shape[1], self.STRIP_COLUMNS)
-        in_threads(lambda strip: self._update_columns(block[:, strip], strip.start), strips)
-
-    def _update_columns(self, block, first_column):
-        """Add a block of the columns numbered from ``first_column``."""
-        flat = np.flatnonzero(block > self.floor[first_column : first_column + block.shape[1]])
+        flat = np.flatnonzero(block > self.floor)
         if not flat.size:
             return
         n_rows, n_columns = block.shape
@@ -62,11 +52,7 @@ class ColumnTopKMean:
         # indices, not index pairs, which numpy gathers and scatters far faster.
         rows, columns = np.divmod(flat, n_columns)
         columns, rows = np.divmod(np.sort(columns * n_rows + rows), n_rows)
-        if block.flags.c_contiguous:
-            values = np.take(block, rows * n_columns + columns)
-        else:  # a strip of the block's columns
-            values = block[rows, columns]
-        columns += first_column
+        values = np.take(block, rows * n_columns + columns)
         # Work on the columns that have entries only: a block may be a row or two of a
         # gallery of millions.
         starts = np.flatnonzero(np.diff(columns, prepend=-1))
@@ -91,9 +77,7 @@ class ColumnTopKMean:
         if sum(rows.shape[1] for rows in self.pending) < max(self.k, min(self.WARM_UP * self.k, affordable)):
             return
         columns = np.concatenate(self.pending, axis=1)  # at least k entries a column
-        kth = columns.shape[1] - self.k
-        in_threads(lambda strip: columns[strip].partition(kth, axis=1),
-                   column_strips(len(columns), self.STRIP_COLUMNS))
+        columns.partition(columns.shape[1] - self.k, axis=1)
         self.top = columns[:, -self.k :].copy()
         self.pending = []
         self.floor = self.top.min(axis=1)

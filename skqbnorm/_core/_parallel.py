@@ -7,7 +7,6 @@ result is bitwise independent of the split (see ``_trees.ColumnTree``).
 
 import itertools
 import os
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
 
 import numpy as np
@@ -76,21 +75,6 @@ def blas_threads():
     """The threads the BLAS may use now (under any ``threadpoolctl`` limit), at least one."""
     return max((pool.num_threads for pool in _thread_controller().select(user_api="blas").lib_controllers),
                default=1)
-
-
-def column_strips(n_columns, min_columns):
-    """Slices of ``n_columns`` columns, one per BLAS thread, each of at least ``min_columns``."""
-    n_strips = max(1, min(blas_threads(), n_columns // max(min_columns, 1)))
-    bounds = np.linspace(0, n_columns, n_strips + 1).astype(int)
-    return [slice(start, stop) for start, stop in itertools.pairwise(bounds)]
-
-
-def in_threads(function, items):
-    """``[function(item) for item in items]``, each in a thread of its own (one item: this one)."""
-    if len(items) <= 1:
-        return [function(item) for item in items]
-    with ThreadPoolExecutor(len(items)) as pool:
-        return list(pool.map(function, items))
 
 
 def blas_share(n_parts):

@@ -5,6 +5,7 @@ blocks of whole rows, a search by bias without scores, and a running top k over
 column chunks of the gallery for galleries too wide for whole rows.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 
 import numpy as np
@@ -19,7 +20,6 @@ from .._core import (
     blas_threads,
     check_finite_block,
     embedding_products,
-    in_threads,
     largest_norm,
     merge_top_k,
     products_stay_finite,
@@ -321,8 +321,11 @@ def _in_blas_threads(search, parts):
     ``n_jobs`` has its share). Each part's result does not depend on the split.
     """
     n_threads = min(blas_threads(), len(parts))
+    if n_threads <= 1:
+        return [search(parts)]
     groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
-    return in_threads(search, groups)
+    with ThreadPoolExecutor(n_threads) as pool:
+        return list(pool.map(search, groups))
 
 
 def _joined(found):
