@@ -162,26 +162,16 @@ class TopKMixin:
         return self.capabilities.bias_form and not self.capabilities.gated
 
     def _search_by_scores(self, sims, rows, k):
-        """Top k of each row by its scores, a few rows at a time (see ``_search_by_bias``)."""
-        step = _part_rows(sims)
+        """Top k of each row by its scores, a few rows at a time (see ``_search_in_parts``)."""
 
-        def search(parts):
-            scores = np.empty((min(step, len(sims)), sims.shape[1]), dtype=sims.dtype)  # one per thread
-            found = []
-            for part in parts:
-                part_rows = slice(rows.start + part.start, rows.start + part.stop)
-                out = scores[: part.stop - part.start]
-                found.append(row_top_k_indices(
-                    self.score_block(sims[part], slice(0, sims.shape[1]), None, part_rows, out=out), k))
-            return found
+        def scored(part, part_rows, out):
+            return self.score_block(part, slice(0, sims.shape[1]), None, part_rows, out=out)
 
-        return _joined(_in_blas_threads(search, list(gen_batches(len(sims), step))))
+        return self._search_in_parts(sims, rows, k, scored)
 
     def _search_by_bias(self, sims, rows, k, in_place, finite=False):
         """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
 
-        Each part stays in cache from its subtraction through its tests and search:
-        the product block itself is tall, for BLAS, and far larger than the cache.
         ``finite``: the products are known to lie below a quarter of the largest
         float (see ``products_stay_finite``), so that with a bias below another
         quarter ``s - bias`` needs no test.
@@ -189,18 +179,35 @@ class TopKMixin:
         bias = self._gallery_bias().astype(sims.dtype)
         finite = finite and bool(np.abs(bias).max(initial=0) < np.finfo(sims.dtype).max / 4)
 
+        def ranked(part, part_rows, out):
+            return self._bias_ranked(part, bias, part_rows, in_place, finite)
+
+        return self._search_in_parts(sims, rows, k, ranked)
+
+    @staticmethod
+    def _search_in_parts(sims, rows, k, rank):
+        """Each row's top k by ``rank(part, part_rows, out)`` (None: an overflow, and
+        then None), a few rows at a time, in as many threads as the BLAS.
+
+        Each part stays in cache from its ranking through its tests and search: the
+        product block itself is tall, for BLAS, and far larger than the cache.
+        ``out``: a buffer of the part's shape, one per thread.
+        """
+        step = _part_rows(sims)
+
         def search(parts):
+            buffer = np.empty((min(step, len(sims)), sims.shape[1]), dtype=sims.dtype)
             found = []
             for part in parts:
                 part_rows = slice(rows.start + part.start, rows.start + part.stop)
-                ranked = self._bias_ranked(sims[part], bias, part_rows, in_place, finite)
+                ranked = rank(sims[part], part_rows, buffer[: part.stop - part.start])
                 if ranked is None:
                     return None
                 found.append(row_top_k_indices(ranked, k))
             return found
 
-        found = _in_blas_threads(search, list(gen_batches(len(sims), _part_rows(sims))))
-        return None if any(part is None for part in found) else _joined(found)
+        found = _in_blas_threads(search, list(gen_batches(len(sims), step)))
+        return None if any(group is None for group in found) else _joined(found)
 
     @staticmethod
     def _bias_ranked(sims, bias, rows, in_place, finite=False):
