@@ -126,8 +126,8 @@ def euclidean_neighbours(features, n_neighbors, *, working_memory=None):
         return -squared_distances(distinct, first, columns)
 
     k = min(n_neighbors + 1, len(distinct))
-    indices, values, _ = row_top_k(*distance_products(distinct), k, negative_squares,
-                                   working_memory=working_memory)
+    indices, values, _ = exact_row_top_k(*distance_products(distinct), k, negative_squares,
+                                         working_memory=working_memory)
     if groups is not None:
         indices, values = groups.items(indices, values, n_neighbors + 1)
     indices, values = drop_self(indices, values)
@@ -294,7 +294,7 @@ def cosine_top_k(unit, k, *, least=False, working_memory=None):
 
 
 def cosine_products_top_k(unit, k, least, working_memory, unit_diagonal):
-    """``row_top_k`` of the cosine similarities of ``unit``'s rows."""
+    """``exact_row_top_k`` of the cosine similarities of ``unit``'s rows."""
     n_features = unit.shape[1]
     left = unit.astype(np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", unit, unit)) * (1 + gamma(n_features + 4, U64))
@@ -304,8 +304,8 @@ def cosine_products_top_k(unit, k, least, working_memory, unit_diagonal):
     def products(first, columns):
         return inner_products(unit, first, columns, 1.0 if unit_diagonal else None)
 
-    return row_top_k(left, np.ascontiguousarray(left.T), error, k, products,
-                     unit_diagonal=unit_diagonal, least=least, working_memory=working_memory)
+    return exact_row_top_k(left, np.ascontiguousarray(left.T), error, k, products,
+                           unit_diagonal=unit_diagonal, least=least, working_memory=working_memory)
 
 
 def with_itself(indices, values, k):
@@ -330,7 +330,7 @@ def inner_products(unit, first, columns, diagonal=1.0):
     return products
 
 
-def row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=False,
+def exact_row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=False,
               working_memory=None):
     """Each row's k largest exact values of a matrix, found from its float32 products.
 
