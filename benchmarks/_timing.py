@@ -35,6 +35,20 @@ def interleaved_best_times(functions, repeat=3):
     return best
 
 
+#: Bank rows per product of a fit from embeddings (skqbnorm._core.MIN_PRODUCT_ROWS).
+PRODUCT_ROWS = 2048
+
+
+def blocked_product(bank, gallery, reuse=False):
+    """``bank @ gallery.T`` in products of ``PRODUCT_ROWS`` bank rows, each result
+    dropped: the floor of a fit. With ``reuse``, written into one buffer."""
+    gallery_t = gallery.T
+    out = np.empty((min(PRODUCT_ROWS, len(bank)), len(gallery)), np.result_type(bank, gallery)) if reuse else None
+    for start in range(0, len(bank), PRODUCT_ROWS):
+        rows = bank[start : start + PRODUCT_ROWS]
+        np.matmul(rows, gallery_t, out=None if out is None else out[: len(rows)])
+
+
 def peak_mib(func):
     """Peak memory ``func()`` allocates beyond what was held before (NumPy reports its
     buffers to tracemalloc; the pages of a memory-mapped file are not allocations)."""

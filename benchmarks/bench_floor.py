@@ -35,9 +35,8 @@ from skqbnorm import (
     NearestNeighborNormalization,
 )
 
-from _timing import interleaved_best_times, load_average, machine_description
+from _timing import blocked_product, interleaved_best_times, load_average, machine_description
 
-PRODUCT_ROWS = 2048  # the bank rows of a fit's products (skqbnorm._core.MIN_PRODUCT_ROWS)
 SIZES = [(20_000, 10_000, 2_000), (50_000, 20_000, 5_000)]  # bank, gallery, queries
 EXP_SIZE = 10_000
 EXP_ROWS = 256
@@ -47,22 +46,6 @@ def unit_rows(n_rows, n_dims, rng):
     points = rng.standard_normal((n_rows, n_dims), dtype=np.float32)
     points /= np.linalg.norm(points, axis=1, keepdims=True)
     return points
-
-
-def blocked_product(bank, gallery):
-    """``bank @ gallery.T`` in products of ``PRODUCT_ROWS`` rows, each result dropped."""
-    gallery_t = gallery.T
-    for start in range(0, len(bank), PRODUCT_ROWS):
-        np.matmul(bank[start : start + PRODUCT_ROWS], gallery_t)
-
-
-def blocked_product_in_place(bank, gallery):
-    """The same products, each written into one buffer (no fresh pages after the first)."""
-    gallery_t = gallery.T
-    out = np.empty((min(PRODUCT_ROWS, len(bank)), len(gallery)), dtype=bank.dtype)
-    for start in range(0, len(bank), PRODUCT_ROWS):
-        rows = bank[start : start + PRODUCT_ROWS]
-        np.matmul(rows, gallery_t, out=out[: len(rows)])
 
 
 def fitters(k):
@@ -92,7 +75,7 @@ def fits_from_embeddings(bank, gallery, k, repeat):
     """a. every fit, with one job and with every core, over the blocked product."""
     functions = {
         "baseline": partial(blocked_product, bank, gallery),
-        "the same products into one buffer (reference)": partial(blocked_product_in_place, bank, gallery),
+        "the same products into one buffer (reference)": partial(blocked_product, bank, gallery, reuse=True),
     }
     for name, estimator in fitters(k).items():
         for n_jobs in (1, -1):

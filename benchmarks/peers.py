@@ -45,10 +45,15 @@ from threadpoolctl import threadpool_limits
 
 from skqbnorm import CSLS, NearestNeighborNormalization
 
-from _timing import interleaved_best_times, load_average, machine_description
+from _timing import (
+    PRODUCT_ROWS,
+    blocked_product,
+    interleaved_best_times,
+    load_average,
+    machine_description,
+)
 
 SEARCH_K = 10
-PRODUCT_ROWS = 2048  # the bank rows of a fit's products (skqbnorm._core.MIN_PRODUCT_ROWS)
 BATCH_SIZES = "128,256,512,1024,2048,4096"
 PRODUCT = "numpy matrix product"
 PRODUCT_SHOWN = {
@@ -171,9 +176,7 @@ def ours_tool(estimator):
 
 def product_tool():
     def setup(data):
-        bank, gallery_t = data["bank"], data["gallery"].T
-        for start in range(0, len(bank), PRODUCT_ROWS):
-            np.matmul(bank[start : start + PRODUCT_ROWS], gallery_t)
+        blocked_product(data["bank"], data["gallery"])
 
     def search(_, data):
         scores = np.matmul(data["queries"], data["gallery"].T)
