@@ -3,6 +3,7 @@
 import numpy as np
 
 from ._moments import finite_mean
+from ._top_k import places_in_rows
 from ._trees import leaf_rows
 
 
@@ -337,7 +338,7 @@ def _top_k_of_union(top, columns, values, k):
     width = k + (counts.max() if len(columns) else 0)
     union = np.full((len(top), width), -np.inf, dtype=top.dtype)
     union[:, :k] = top
-    slots = np.arange(len(columns)) - (np.cumsum(counts) - counts)[columns]
+    slots = places_in_rows(columns, counts)
     union.ravel()[columns * width + k + slots] = values
     union.sort(axis=1)
     return union[:, width - k :]

@@ -32,6 +32,7 @@ its own arithmetic, the threshold then down to the next float32.
 import numpy as np
 
 from ._memory import rows_per_chunk
+from ._top_k import places_in_rows
 
 #: Entries per group: a row's group maxima (group g holds the entries g, g + n_groups,
 #: ...) are an elementwise maximum of contiguous runs, one pass over the block.
@@ -452,7 +453,7 @@ def exact_values(exact, start, rows, columns, n_rows, n_features, padding):
     rows, columns = rows[order], columns[order]
     counts = np.bincount(rows, minlength=n_rows)
     table = np.repeat(np.arange(start, start + n_rows)[:, None], counts.max(initial=0), axis=1)
-    table[rows, np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]] = columns
+    table[rows, places_in_rows(rows, counts)] = columns
     values = np.full(table.shape, padding)
     # A few rows at a time, as wide as their longest: padding costs little.
     step = min(PAIR_ROWS, max(1, PAIR_VALUES // (max(n_features, 1) * max(table.shape[1], 1))))

@@ -94,7 +94,7 @@ def _row_candidates(block, k, with_indices=False):
     flat = np.flatnonzero(candidates)  # row-major: columns ascending within a row
     rows, columns = np.divmod(flat, n_columns)
     counts = np.bincount(rows, minlength=n_rows)
-    slots = np.arange(len(flat)) - (np.cumsum(counts) - counts)[rows]
+    slots = places_in_rows(rows, counts)
     values = np.full((n_rows, counts.max()), -np.inf, dtype=block.dtype)
     values[rows, slots] = block.ravel()[flat]
     if not with_indices:
@@ -102,6 +102,12 @@ def _row_candidates(block, k, with_indices=False):
     indices = np.zeros(values.shape, dtype=np.intp)
     indices[rows, slots] = columns
     return values, indices
+
+
+def places_in_rows(rows, counts):
+    """Each entry's place among its row's entries (0, 1, ...): the entries sorted by
+    ``rows``, ``counts`` the number of entries of every row."""
+    return np.arange(len(rows)) - (np.cumsum(counts) - counts)[rows]
 
 
 def row_top_k(block, k, previous=None):
