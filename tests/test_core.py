@@ -369,6 +369,40 @@ def test_column_log_sum_exp_of_several_leaves():
         assert_allclose(reducer.result(), logsumexp(beta * bank, axis=0) / beta, rtol=1e-13)
 
 
+class _Linear(ColumnMean):
+    """A column mean that records the width of every block it is fed."""
+
+    def __init__(self, n_columns):
+        super().__init__(n_columns)
+        self.widths = set()
+
+    def update(self, block, rows):
+        self.widths.add(block.shape[1])
+        super().update(block, rows)
+
+    def merge(self, other):
+        super().merge(other)
+        self.widths |= other.widths
+
+
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_a_linear_reducer_reads_unit_bank_rows_instead_of_products(rng, n_jobs):
+    # From cosine embeddings a column mean is fed the unit bank rows (3 columns, not
+    # the gallery's 5000) and maps their mean through the gallery: the float64 mean
+    # of the products, in RESULT_COLUMNS-wide pieces (5000 = 4096 + 904).
+    bank, gallery = rng.normal(size=(700, 3)), rng.normal(size=(5000, 3))
+    unit_bank, unit_gallery = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (bank, gallery))
+    probe = ProbeMatrix(bank, unit_gallery.T, "cosine")
+    (reducer,) = reduce_bank(probe, lambda: [_Linear(5000)], working_memory=0.01, n_jobs=n_jobs)
+    assert reducer.widths == {3}
+    assert_allclose(reducer.result(), (unit_bank @ unit_gallery.T).mean(axis=0), rtol=1e-12, atol=1e-15)
+    # under metric="dot" the products may overflow: they are computed, and checked
+    probe = ProbeMatrix(bank, gallery.T, "dot")
+    (reducer,) = reduce_bank(probe, lambda: [_Linear(5000)], n_jobs=n_jobs)
+    assert reducer.widths == {5000}
+    assert_allclose(reducer.result(), (bank @ gallery.T).mean(axis=0), rtol=1e-12, atol=1e-15)
+
+
 def test_column_mean_of_sums_beyond_float64():
     # Column sums overflow float64 within a leaf: the leaves are scaled first. One
     # leaf (4 rows of 200 columns), then two leaves of 256 rows (300 rows of 3).

@@ -146,6 +146,33 @@ class ProbeMatrix:
                 block = product[offset : offset + step]
                 yield slice(first_row + start + offset, first_row + start + offset + len(block)), block
 
+    @property
+    def bounded_products(self):
+        """Whether the similarities are cosines of embeddings: bounded by 1, none overflows."""
+        return self.gallery_t is not None and self.metric == "cosine"
+
+    def prepared_bank(self):
+        """The prepared bank embeddings as a probe of their own (embedding mode).
+
+        A linear reduction of the similarities (their column mean) is the same
+        reduction of these rows, mapped through the gallery: ``reduce_rows`` reads
+        them instead of the products for reducers that declare ``linear``.
+        """
+        return _PreparedRows(self.bank, None, self.metric, self.dtype, self.name)
+
     def check(self, block, rows):
         """An error naming the first NaN/inf of a block of the rows numbered ``rows``."""
         check_finite_block(block, rows, self.name)
+
+
+class _PreparedRows(ProbeMatrix):
+    """Blocks of prepared bank embeddings (unit rows for cosine); checked at fit's entry."""
+
+    def block(self, rows, first_row=0, out=None):
+        return prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
+
+    def rows(self, rows):
+        return _PreparedRows(self.bank[rows], None, self.metric, self.dtype, self.name)
+
+    def check(self, block, rows):
+        """The embeddings were checked whole (``check_embeddings``); prepared, they stay finite."""

@@ -160,11 +160,27 @@ class ColumnMean(ColumnTree):
     The count of a node's rows (the last leaf's padding included) is a power of two,
     so the division is exact for normal floats, and it keeps every node within the
     data's range: the sums never overflow.
+
+    The mean is linear in the rows, and the reducer says so (``linear``): from
+    cosine embeddings it is fed the unit bank rows instead of their products with
+    the gallery (see ``reduce_rows``), and ``result`` is the gallery's product with
+    the mean bank row, all in float64: a d-vector per row instead of N products.
     """
+
+    #: Its result is linear in the rows (see ``reduce_rows``).
+    linear = True
+    #: Gallery columns per float64 product in ``result``: fixed, so that no budget
+    #: changes how a column's dot product is summed.
+    RESULT_COLUMNS = 4096
 
     def __init__(self, n_columns):
         super().__init__(n_columns)
         self.count = 0
+        self.gallery_t = None
+
+    def through_gallery(self, gallery_t):
+        """Fed bank embeddings from now on: ``result`` maps their mean through ``gallery_t`` (d x N)."""
+        self.gallery_t = gallery_t
 
     def update(self, block, rows):
         super().update(block, rows)
@@ -199,7 +215,14 @@ class ColumnMean(ColumnTree):
     def result(self):
         (scaled_sum,), level = self.root()
         rows_in_root = 2.0**level * self.leaf_rows
-        return scaled_sum * (rows_in_root / self.count)
+        mean = scaled_sum * (rows_in_root / self.count)
+        if self.gallery_t is None:
+            return mean
+        n_columns = self.gallery_t.shape[1]
+        return np.concatenate([
+            mean @ self.gallery_t[:, start : start + self.RESULT_COLUMNS].astype(np.float64)
+            for start in range(0, n_columns, self.RESULT_COLUMNS)
+        ]) if n_columns else np.zeros(0)
 
 class ColumnMoments(ColumnTree):
     """Column mean and population standard deviation in float64, over a fixed tree.

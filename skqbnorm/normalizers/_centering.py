@@ -27,7 +27,9 @@ class Centering(BiasFormMixin, QueryBankNormalizer):
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
     and gallery embeddings and computes the similarities under ``metric``; the
-    second positional argument ``y`` is ignored.
+    second positional argument ``y`` is ignored. From cosine embeddings the fit
+    never forms the M x N similarities: their column mean is the gallery's product
+    with the mean unit bank row, in float64.
 
     Parameters
     ----------
