@@ -163,8 +163,10 @@ def interval(values, reference=None):
 
 
 def cell(name, change, low, high, digits=3):
+    """``mean [low, high]``, signed for a paired difference (a name with " - ")."""
     scale, digits = (100, 1) if name in PERCENT else (1, digits)
-    return f"{scale * change:.{digits}f} [{scale * low:.{digits}f}, {scale * high:.{digits}f}]"
+    form = f"{'+' if ' - ' in name else ''}.{digits}f"
+    return f"{scale * change:{form}} [{scale * low:{form}}, {scale * high:{form}}]"
 
 
 def rows_of(figures):
@@ -226,7 +228,8 @@ def main():
                      f"({results[(split, task)][label][3]})" for task in TASKS]
             print(f"| {label} | " + " | ".join(cells) + " |")
     if args.rst:
-        print("\n.. list-table:: Held-out queries: mean over the lists [95% bootstrap interval]")
+        print("\n.. list-table:: What the features and the initial top hold, held-out queries "
+              "(mean over the lists [95% bootstrap interval])")
         print("   :header-rows: 1\n\n   * - figure")
         print("".join(f"     - {task}\n" for task in TASKS), end="")
         for label, text in GUIDE:
