@@ -21,6 +21,7 @@ import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
     Centering,
+    DualDynamicInvertedSoftmax,
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
@@ -332,6 +333,26 @@ def test_csls_ranks_by_its_bias_without_scores(rng, monkeypatch):
         raise AssertionError("the row term was computed")
 
     monkeypatch.setattr(CSLS, "_row_state", no_row_term)
+    assert_array_equal(fitted.top_k(queries=queries, k=8, return_scores=False), expected)
+
+
+@pytest.mark.parametrize("estimator", [DynamicInvertedSoftmax(k=2), DualDynamicInvertedSoftmax(k=2)],
+                         ids=repr)
+def test_gated_normalisers_rank_each_row_by_its_forms_bias_without_scores(rng, monkeypatch, estimator):
+    """Without scores a gated method ranks by ``s - bias`` of each row's form, no score computed."""
+    bank, gallery, queries = rng.normal(size=(70, 9)), rng.normal(size=(400, 9)), rng.normal(size=(300, 9))
+    gallery_bank = rng.normal(size=(50, 9))
+    dual = isinstance(estimator, DualDynamicInvertedSoftmax)
+    fitted = estimator.fit(bank, gallery=gallery, **({"gallery_bank": gallery_bank} if dual else {}))
+    expected = fitted.top_k(queries=queries, k=8)[0]
+    forms = fitted.row_forms(fitted.similarities(queries).argmax(axis=1))
+    assert len(np.unique(forms)) >= 2  # raw rows beside normalised ones
+    assert_array_equal(expected, stable_top_k(fitted.transform(fitted.similarities(queries)), 8)[0])
+
+    def no_scores(*args, **kwargs):
+        raise AssertionError("scores were computed")
+
+    monkeypatch.setattr(type(fitted), "score_block", no_scores)
     assert_array_equal(fitted.top_k(queries=queries, k=8, return_scores=False), expected)
 
 

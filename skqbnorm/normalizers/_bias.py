@@ -95,6 +95,10 @@ class BiasFormMixin:
         if top1.size and not (0 <= top1.min() and top1.max() < n_gallery):
             raise ValueError(f"top1 holds gallery indices outside [0, {n_gallery}): "
                              f"[{top1.min()}, {top1.max()}].")
+        return self._row_forms(top1)
+
+    def _row_forms(self, top1):
+        """``row_forms`` of valid gallery indices, unchecked."""
         forms = np.full(len(top1), -1, dtype=np.intp)
         for form, (_, gate) in enumerate(self._gated_biases()):
             forms[slice(None) if gate is None else gate[top1]] = form

@@ -73,10 +73,11 @@ class TopKMixin:
             Number of gallery items per query, at most n_gallery.
         return_scores : bool, default=True
             Whether to return the scores too. Without them, a bias-form method
-            (not gated per query) ranks each row by ``s - gallery_bias()``, on the
-            product overwritten in place in embedding mode, and skips whatever
-            does not change a row's ranking (CSLS's per-query ``r_G(q)`` and own
-            top k, IS's exponential for probabilities): the same ranking in exact
+            ranks each row by ``s - bias`` (``gallery_bias()``; for a gated one,
+            the bias of the row's form, see ``row_forms``), on the product
+            overwritten in place in embedding mode, and skips whatever does not
+            change a row's ranking (CSLS's per-query ``r_G(q)`` and own top k,
+            the softmaxes' exponentials): the same ranking in exact
             arithmetic, while scores within rounding of each other (in float32,
             a few rows in a thousand at k = 700) may swap.
 
@@ -157,9 +158,10 @@ class TopKMixin:
         return indices, scores
 
     def _ranks_by_bias(self):
-        """Whether every row ranks as ``s - bias``: a search without scores needs no more
-        (not a per-row term as CSLS's, nor IS's exponential for probabilities)."""
-        return self.capabilities.bias_form and not self.capabilities.gated
+        """Whether every row ranks as ``s - bias`` (the bias of its row form, when gated):
+        a search without scores needs no more (not a per-row term as CSLS's, nor IS's
+        exponential for probabilities)."""
+        return self.capabilities.bias_form
 
     def _search_by_scores(self, sims, rows, k):
         """Top k of each row by its scores, a few rows at a time (see ``_search_in_parts``)."""
@@ -176,10 +178,17 @@ class TopKMixin:
         float (see ``products_stay_finite``), so that with a bias below another
         quarter ``s - bias`` needs no test.
         """
-        bias = self._gallery_bias().astype(sims.dtype)
-        finite = finite and bool(np.abs(bias).max(initial=0) < np.finfo(sims.dtype).max / 4)
+        if self.capabilities.gated:
+            # One bias per row form, then zeros for the rows that no gate admits (form -1).
+            forms = [bias for bias, _ in self._gated_biases()]
+            biases = np.vstack([*forms, np.zeros(sims.shape[1])]).astype(sims.dtype)
+        else:
+            biases = self._gallery_bias().astype(sims.dtype)
+        finite = finite and bool(np.abs(biases).max(initial=0) < np.finfo(sims.dtype).max / 4)
 
         def ranked(part, part_rows, out):
+            # a gated row's form follows its raw top-1 (the lowest index among ties)
+            bias = biases[self._row_forms(part.argmax(axis=1))] if biases.ndim == 2 else biases
             return self._bias_ranked(part, bias, part_rows, in_place, finite)
 
         return self._search_in_parts(sims, rows, k, ranked)
