@@ -26,13 +26,12 @@ from .catalogue import (
     NO_BANK,
     Settings,
     describe,
-    gated,
+    inner_normalizer,
     make_normalizer,
 )
 from .metrics import QueryBankWarning, hubness, querybank_diagnostics
 from .metrics._paired import compare_outcomes, metric_names, query_outcomes
 from .metrics._retrieval import metrics_of_ranks
-from .normalizers import QueryBankGate, SinkhornNormalization
 
 COLUMNS = ("R@1", "R@5", "R@10", "MdR", "MnR", "skewness")
 #: The R@K cut-offs of the changes against raw similarities, and their interval's coverage.
@@ -178,7 +177,7 @@ def plan_methods(requested, settings, n_bank, n_gallery, given_inputs, *, everyt
                             f"{alone}).")
             continue
         try:
-            gated(normalizer)._check_sizes(n_bank, n_gallery)
+            inner_normalizer(method, normalizer)._check_sizes(n_bank, n_gallery)
         except ValueError as error:
             reason = f"{label}: {error}"
             k_option = words.setting("k")
@@ -249,7 +248,7 @@ def scores_with_notes(method, normalizer, inputs, where, words, tell):
         warnings.simplefilter("always", ConvergenceWarning)
         warnings.simplefilter("always", QueryBankWarning)
         scores = scores_of(method, normalizer, *inputs)
-    if isinstance(normalizer, QueryBankGate) and not normalizer.open_:
+    if METHODS[method].data == "gated querybank" and not normalizer.open_:
         gap = normalizer.diagnostics_.top1_ks
         tell("note", f"{where}: the querybank looks out of domain for these queries (top-1 "
                      f"KS distance {gap:.3f}): the gate left them raw.")
@@ -257,20 +256,20 @@ def scores_with_notes(method, normalizer, inputs, where, words, tell):
         if issubclass(warning.category, QueryBankWarning):
             continue
         if issubclass(warning.category, ConvergenceWarning):
-            tell("converge", f"{where}: {not_converged(normalizer, warning, words.command)}")
+            tell("converge", f"{where}: {not_converged(method, normalizer, warning, words.command)}")
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename,
                                    warning.lineno, source=warning.source)
     return scores
 
 
-def not_converged(normalizer, warning, command):
+def not_converged(method, normalizer, warning, command):
     """What a ConvergenceWarning of ``normalizer`` means for its scores.
 
-    SN's in the command line's terms (``command`` "evaluate") or the class's; any
-    other's in its own words.
+    An iterative method's (``Method.iterative``, SN's) in the command line's terms
+    (``command`` "evaluate") or the class's; any other's in its own words.
     """
-    if not isinstance(normalizer, SinkhornNormalization):
+    if not METHODS[method].iterative:
         return " ".join(str(warning.message).split())
     options = "--n-iter or --tau" if command == "evaluate" else "n_iter or tau"
     return (

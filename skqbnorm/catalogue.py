@@ -78,7 +78,9 @@ class Method(NamedTuple):
     of "querybank", "both banks" (the querybank and a gallery bank), "test queries"
     (transductive: the rows of --sims themselves) and "nothing"; ``single_bank``: the
     method it equals without a gallery bank; ``gallery_bank_input``: which gallery-bank
-    input a "both banks" method's fit takes (a key of :data:`GALLERY_BANK_OPTIONS`).
+    input a "both banks" method's fit takes (a key of :data:`GALLERY_BANK_OPTIONS`);
+    ``iterative``: its fit iterates to a tolerance ``tol``, reports ``n_iter_`` and
+    ``marginal_error_``, and converges further with a larger ``n_iter`` or ``tau``.
     """
 
     label: str
@@ -89,6 +91,7 @@ class Method(NamedTuple):
     data: str = "querybank"
     single_bank: str = None
     gallery_bank_input: str = "gallery_bank"
+    iterative: bool = False
 
 
 #: The gallery-bank inputs, each a keyword of the dual-bank normalisers' fit, and the
@@ -129,10 +132,12 @@ METHODS = {
     "dbnorm-dynamic": Method("DBNorm (dynamic)", "DBNorm with DIS's gate, needs "
                              "--gallery-bank-sims", DualDynamicInvertedSoftmax,
                              ("beta1", "beta2", "k"), data="both banks", single_bank="dis"),
-    "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalization, ("tau", "n_iter")),
+    "sn": Method("SN", "Sinkhorn normalisation", SinkhornNormalization, ("tau", "n_iter"),
+                 iterative=True),
     "dbsn": Method("DBSN", "dual-bank Sinkhorn normalisation, needs --bank-gallery-bank-sims",
                    DualBankSinkhornNormalization, ("tau", "n_iter"), data="both banks",
-                   single_bank="sn", gallery_bank_input="querybank_to_gallery_bank"),
+                   single_bank="sn", gallery_bank_input="querybank_to_gallery_bank",
+                   iterative=True),
     "dsl": Method("DSL", "dual softmax over the querybank", DualSoftmax, ("temperature",)),
     "dsl-transductive": Method(
         "DSL (transductive)", "dual softmax over the test queries themselves (see below)",
@@ -320,9 +325,9 @@ def make_normalizer(method, settings=DEFAULTS):
     return QueryBankGate(normalizer) if spec.data == "gated querybank" else normalizer
 
 
-def gated(normalizer):
-    """The normaliser a :class:`QueryBankGate` wraps, or the normaliser itself."""
-    return normalizer.normalizer if isinstance(normalizer, QueryBankGate) else normalizer
+def inner_normalizer(method, normalizer):
+    """The normaliser that a gated method's :class:`QueryBankGate` wraps, or the normaliser itself."""
+    return normalizer.normalizer if METHODS[method].data == "gated querybank" else normalizer
 
 
 def describe(method, normalizer):
@@ -330,7 +335,7 @@ def describe(method, normalizer):
     spec = METHODS[method]
     if normalizer is None or not spec.options:
         return spec.label
-    params = gated(normalizer).get_params()
+    params = inner_normalizer(method, normalizer).get_params()
     values = ", ".join(f"{n}={params[n]:g}" for n in spec.options)
     if spec.label.endswith(")"):  # "DBNorm (dynamic)" -> "DBNorm (dynamic; beta1=...)"
         return f"{spec.label[:-1]}; {values})"
