@@ -369,38 +369,78 @@ def test_column_log_sum_exp_of_several_leaves():
         assert_allclose(reducer.result(), logsumexp(beta * bank, axis=0) / beta, rtol=1e-13)
 
 
-class _Linear(ColumnMean):
-    """A column mean that records the width of every block it is fed."""
+def _fed_reducer(probe, make, **kwargs):
+    """The reduced reducer and the widths of the blocks fed to it, or to the reducer
+    it swapped in (``for_bank_rows``), in every job."""
+    widths = set()
 
-    def __init__(self, n_columns):
-        super().__init__(n_columns)
-        self.widths = set()
+    def record(reducer):
+        if reducer is not None:
+            update = reducer.update
+            reducer.update = lambda block, rows: (widths.add(block.shape[1]), update(block, rows))
+        return reducer
 
-    def update(self, block, rows):
-        self.widths.add(block.shape[1])
-        super().update(block, rows)
+    def make_recorded():
+        reducers = [record(reducer) for reducer in make()]
+        for reducer in reducers:
+            swap = reducer.for_bank_rows
+            reducer.for_bank_rows = lambda gallery_t, swap=swap: record(swap(gallery_t))
+        return reducers
 
-    def merge(self, other):
-        super().merge(other)
-        self.widths |= other.widths
+    (reducer,) = reduce_bank(probe, make_recorded, **kwargs)
+    return reducer, widths
+
+
+def _unit(rows):
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
 @pytest.mark.parametrize("n_jobs", [1, 2])
-def test_a_linear_reducer_reads_unit_bank_rows_instead_of_products(rng, n_jobs):
+def test_a_column_mean_reads_unit_bank_rows_instead_of_products(rng, n_jobs):
     # From cosine embeddings a column mean is fed the unit bank rows (3 columns, not
     # the gallery's 5000) and maps their mean through the gallery: the float64 mean
     # of the products, in RESULT_COLUMNS-wide pieces (5000 = 4096 + 904).
     bank, gallery = rng.normal(size=(700, 3)), rng.normal(size=(5000, 3))
-    unit_bank, unit_gallery = (x / np.linalg.norm(x, axis=1, keepdims=True) for x in (bank, gallery))
-    probe = ProbeMatrix(bank, unit_gallery.T, "cosine")
-    (reducer,) = reduce_bank(probe, lambda: [_Linear(5000)], working_memory=0.01, n_jobs=n_jobs)
-    assert reducer.widths == {3}
-    assert_allclose(reducer.result(), (unit_bank @ unit_gallery.T).mean(axis=0), rtol=1e-12, atol=1e-15)
+    probe = ProbeMatrix(bank, _unit(gallery).T, "cosine")
+    reducer, widths = _fed_reducer(probe, lambda: [ColumnMean(5000)], working_memory=0.01, n_jobs=n_jobs)
+    assert widths == {3}
+    assert_allclose(reducer.result(), (_unit(bank) @ _unit(gallery).T).mean(axis=0), rtol=1e-12, atol=1e-15)
     # under metric="dot" the products may overflow: they are computed, and checked
     probe = ProbeMatrix(bank, gallery.T, "dot")
-    (reducer,) = reduce_bank(probe, lambda: [_Linear(5000)], n_jobs=n_jobs)
-    assert reducer.widths == {5000}
+    reducer, widths = _fed_reducer(probe, lambda: [ColumnMean(5000)], n_jobs=n_jobs)
+    assert widths == {5000}
     assert_allclose(reducer.result(), (bank @ gallery.T).mean(axis=0), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("n_rows", [1, 7, 700, 1031])
+def test_column_moments_from_the_bank_rows_covariance(rng, n_rows):
+    # From cosine embeddings the moments come from the unit bank rows' mean and
+    # covariance (4 columns fed, not 4500): those of the float64 products, bitwise the
+    # same for every budget and job count, a partial last leaf included.
+    bank, gallery = rng.normal(size=(n_rows, 4)), rng.normal(size=(4500, 4))
+    probe = ProbeMatrix(bank, _unit(gallery).T, "cosine")
+    sims = _unit(bank) @ _unit(gallery).T
+    found = []
+    for memory, n_jobs in [(None, 1), (0.01, 1), (0.01, 2)]:
+        reducer, widths = _fed_reducer(probe, lambda: [ColumnMoments(4500)], working_memory=memory,
+                                       n_jobs=n_jobs)
+        assert widths == {4}
+        found.append(reducer.result())
+    assert_allclose(found[0][0], sims.mean(axis=0), rtol=0, atol=1e-15)
+    assert_allclose(found[0][1], sims.std(axis=0), rtol=1e-12, atol=1e-15)
+    for other in found[1:]:
+        assert_array_equal(other[0], found[0][0])
+        assert_array_equal(other[1], found[0][1])
+
+
+def test_column_moments_read_the_products_where_the_covariance_costs_more(rng):
+    # 6 dimensions for a gallery of 5: the d x d covariance would cost more than the products.
+    bank, gallery = rng.normal(size=(40, 6)), rng.normal(size=(5, 6))
+    probe = ProbeMatrix(bank, _unit(gallery).T, "cosine")
+    reducer, widths = _fed_reducer(probe, lambda: [ColumnMoments(5)])
+    assert widths == {5}
+    sims = _unit(bank) @ _unit(gallery).T
+    assert_allclose(reducer.result()[1], sims.std(axis=0), rtol=1e-12)
 
 
 def test_column_mean_of_sums_beyond_float64():

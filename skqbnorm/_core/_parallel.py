@@ -100,16 +100,18 @@ def keeps_no_block(reducers):
 def reduce_rows(probe, reducers, first_row, working_memory):
     """Feed every block of ``probe`` (its rows numbered from ``first_row``) to ``reducers``.
 
-    From cosine embeddings, reducers that all declare ``linear`` (their result is
-    linear in the rows) are fed the unit bank rows instead of the products, and map
-    their result through the gallery (``through_gallery``): a column mean of the
-    similarities is the gallery's product with the mean bank row. The decision
-    rests on the metric alone, so every job and dask task takes the same path.
+    From cosine embeddings, where every reducer offers one (``for_bank_rows``), a
+    reducer is replaced by one fed the unit bank rows instead of the products, whose
+    result it maps through the gallery: a column mean of the similarities is the
+    gallery's product with the mean bank row, their variance a quadratic form of the
+    rows' covariance. The decision rests on the metric and the shapes alone, so every
+    job and dask task takes the same path; returns the reducers fed.
     """
-    if probe.bounded_products and all(getattr(reducer, "linear", False) for reducer in reducers):
-        for reducer in reducers:
-            reducer.through_gallery(probe.gallery_t)
-        probe = probe.prepared_bank()
+    if probe.bounded_products:
+        swapped = [reducer.for_bank_rows(probe.gallery_t) if hasattr(reducer, "for_bank_rows") else None
+                   for reducer in reducers]
+        if all(reducer is not None for reducer in swapped):
+            reducers, probe = swapped, probe.prepared_bank()
     blocks = probe.blocks(working_memory, first_row=first_row, align=alignment(reducers),
                           reuse=keeps_no_block(reducers))
     for rows, block in blocks:

@@ -1,6 +1,7 @@
 """Column reductions over a fixed binary tree of bank rows: bitwise the same for every split."""
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ._finite import all_finite
 from ._moments import moments
@@ -161,26 +162,23 @@ class ColumnMean(ColumnTree):
     so the division is exact for normal floats, and it keeps every node within the
     data's range: the sums never overflow.
 
-    The mean is linear in the rows, and the reducer says so (``linear``): from
-    cosine embeddings it is fed the unit bank rows instead of their products with
-    the gallery (see ``reduce_rows``), and ``result`` is the gallery's product with
-    the mean bank row, all in float64: a d-vector per row instead of N products.
+    The mean is linear in the rows: from cosine embeddings it is fed the unit bank
+    rows instead of their products with the gallery (``for_bank_rows``, see
+    ``reduce_rows``), and ``result`` is the gallery's product with the mean bank
+    row, all in float64: a d-vector per row instead of N products.
     """
-
-    #: Its result is linear in the rows (see ``reduce_rows``).
-    linear = True
-    #: Gallery columns per float64 product in ``result``: fixed, so that no budget
-    #: changes how a column's dot product is summed.
-    RESULT_COLUMNS = 4096
 
     def __init__(self, n_columns):
         super().__init__(n_columns)
         self.count = 0
         self.gallery_t = None
 
-    def through_gallery(self, gallery_t):
-        """Fed bank embeddings from now on: ``result`` maps their mean through ``gallery_t`` (d x N)."""
-        self.gallery_t = gallery_t
+    def for_bank_rows(self, gallery_t):
+        """A fresh column mean over the same leaves, to be fed bank rows: its ``result``
+        maps their mean through ``gallery_t`` (d x N)."""
+        reducer = ColumnMean(gallery_t.shape[1])
+        reducer.leaf_rows, reducer.gallery_t = self.leaf_rows, gallery_t
+        return reducer
 
     def update(self, block, rows):
         super().update(block, rows)
@@ -218,11 +216,23 @@ class ColumnMean(ColumnTree):
         mean = scaled_sum * (rows_in_root / self.count)
         if self.gallery_t is None:
             return mean
-        n_columns = self.gallery_t.shape[1]
-        return np.concatenate([
-            mean @ self.gallery_t[:, start : start + self.RESULT_COLUMNS].astype(np.float64)
-            for start in range(0, n_columns, self.RESULT_COLUMNS)
-        ]) if n_columns else np.zeros(0)
+        return _through_gallery(self.gallery_t, lambda gallery: mean @ gallery)
+
+#: Gallery columns per float64 product where a bank-row statistic meets the gallery:
+#: fixed, so that no budget changes how a column's dot products are summed.
+RESULT_COLUMNS = 4096
+#: The largest embedding dimension for which ``ColumnMoments`` keeps the bank rows'
+#: covariance (d x d float64 per tree node) instead of reading the products.
+MAX_COVARIANCE_DIMS = 2048
+
+
+def _through_gallery(gallery_t, statistic):
+    """``statistic(gallery)`` of float64 pieces of ``RESULT_COLUMNS`` columns of ``gallery_t``, joined."""
+    n_columns = gallery_t.shape[1]
+    pieces = [statistic(gallery_t[:, start : start + RESULT_COLUMNS].astype(np.float64))
+              for start in range(0, n_columns, RESULT_COLUMNS)]
+    return np.concatenate(pieces, axis=-1) if pieces else np.zeros(0)
+
 
 class ColumnMoments(ColumnTree):
     """Column mean and population standard deviation in float64, over a fixed tree.
@@ -241,6 +251,14 @@ class ColumnMoments(ColumnTree):
         super().__init__(n_columns)
         if leaf_rows is not None:
             self.leaf_rows = leaf_rows
+
+    def for_bank_rows(self, gallery_t):
+        """``BankRowMoments`` over the same leaves, to be fed bank rows (see ``reduce_rows``),
+        or None (read the products) where the covariance would cost more than they do."""
+        n_dims, n_columns = gallery_t.shape
+        if n_dims > min(MAX_COVARIANCE_DIMS, n_columns):
+            return None
+        return BankRowMoments(gallery_t, self.leaf_rows)
 
     def update(self, block, rows):
         whole = len(block) - len(block) % self.leaf_rows
@@ -278,6 +296,64 @@ class ColumnMoments(ColumnTree):
         """The column means and population standard deviations."""
         (_, mean, std), _ = self.root()
         return mean, std
+
+
+class BankRowMoments(ColumnMoments):
+    """``ColumnMoments`` of the similarities from the bank rows' mean and covariance.
+
+    For unit bank rows ``b`` and gallery columns ``g``, the similarities ``b . g``
+    have the mean ``mu . g`` and the variance ``g' C g``, with ``mu`` and ``C`` the
+    rows' mean and population covariance. A node holds its row count, mean row and
+    the sum of the outer products of its rows about that mean (d x d); nodes combine
+    by the same pairwise update (Chan, Golub and LeVeque, 1979) over the same fixed
+    tree, so the result is as independent of the split. Everything is float64: the
+    statistics are closer to exact than those of the float32 products.
+    """
+
+    #: Leaves reduced together: their d x d outer products are stacked.
+    LEAVES_PER_STEP = 4
+
+    def __init__(self, gallery_t, leaf_rows):
+        super().__init__(gallery_t.shape[1], leaf_rows)
+        self.gallery_t = gallery_t
+
+    def update(self, block, rows):
+        step = self.LEAVES_PER_STEP * self.leaf_rows
+        for start in range(0, len(block), step):
+            part = block[start : start + step]
+            super().update(part, slice(rows.start + start, rows.start + start + len(part)))
+
+    def _leaves(self, groups):
+        counts = np.full((len(groups), 1), float(groups.shape[1]))
+        rows = groups.astype(np.float64)
+        mean = rows.mean(axis=1)
+        rows -= mean[:, None, :]
+        return counts, mean, np.matmul(rows.transpose(0, 2, 1), rows)
+
+    def _combine(self, left, right):
+        (n_left, mean_left, scatter_left), (n_right, mean_right, scatter_right) = left, right
+        count = n_left + n_right
+        delta = mean_right - mean_left
+        mean = mean_left + delta * (n_right / count)
+        outer = delta[..., :, None] * delta[..., None, :]
+        outer *= (n_left * n_right / count)[..., None]
+        scatter = scatter_left + scatter_right
+        scatter += outer
+        return count, mean, scatter
+
+    def result(self):
+        """The similarities' column means and population standard deviations."""
+        (count, mean, scatter), _ = self.root()
+        covariance = scatter / count[..., None]
+
+        def moments_of(gallery):
+            variance = np.einsum("dn,dn->n", covariance @ gallery, gallery)
+            return np.stack([mean @ gallery, np.sqrt(np.maximum(variance, 0.0))])
+
+        # One BLAS thread: a matrix product may round by its thread count.
+        with threadpool_limits(limits=1, user_api="blas"):
+            column_mean, column_std = _through_gallery(self.gallery_t, moments_of)
+        return column_mean, column_std
 
 
 class RowMoments:

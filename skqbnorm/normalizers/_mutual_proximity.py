@@ -51,7 +51,10 @@ class QueryBankZNorm(QueryBankNormalizer):
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
     and gallery embeddings and computes the similarities under ``metric``; the
-    second positional argument ``y`` is ignored.
+    second positional argument ``y`` is ignored. From cosine embeddings of at most
+    2,048 dimensions, and no more than the gallery's size, the fit never forms the
+    M x N similarities: their column means and standard deviations come from the
+    unit bank rows' mean and covariance, in float64.
 
     Parameters
     ----------
@@ -150,7 +153,10 @@ class MutualProximity(QueryBankNormalizer):
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
     and gallery embeddings and computes the similarities under ``metric``; the
-    second positional argument ``y`` is ignored.
+    second positional argument ``y`` is ignored. With ``method="gaussian"``, from
+    cosine embeddings of at most 2,048 dimensions, and no more than the gallery's
+    size, the fit never forms the M x N similarities: their column moments come
+    from the unit bank rows' mean and covariance, in float64.
 
     Parameters
     ----------

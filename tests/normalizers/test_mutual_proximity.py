@@ -4,6 +4,7 @@ hand; its Gaussian bank term as the querybank z-norm."""
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 
 from skqbnorm import (
     MutualProximity,
@@ -86,3 +87,22 @@ def test_a_refit_with_the_other_method_keeps_nothing_of_the_first(rng, first, th
     fresh = MutualProximity(method=then).fit(bank)
     assert set(vars(refitted)) == set(vars(fresh))  # no sorted bank left behind (O(M N))
     assert_array_equal(refitted.transform(queries), fresh.transform(queries))
+
+
+@pytest.mark.parametrize("estimator", [QueryBankZNorm(), MutualProximity(method="gaussian")], ids=repr)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bank_moments_from_cosine_embeddings_are_those_of_float64_products(rng, estimator, dtype):
+    # The fit reads the unit bank rows' covariance, not the products (see BankRowMoments):
+    # the moments to float64 accuracy, the same for every budget and job count.
+    bank, gallery = (rng.normal(size=(n, 12)).astype(dtype) for n in (500, 80))
+    units = [x.astype(np.float64) / np.linalg.norm(x.astype(np.float64), axis=1, keepdims=True)
+             for x in (bank, gallery)]
+    sims = units[0] @ units[1].T
+    fitted = [clone(estimator).set_params(working_memory=memory, n_jobs=n_jobs).fit(bank, gallery=gallery)
+              for memory, n_jobs in [(None, None), (0.01, 1), (0.01, 2)]]
+    tolerance = 1e-6 if dtype == np.float32 else 1e-13
+    assert_allclose(fitted[0].bank_mean_, sims.mean(axis=0), rtol=0, atol=tolerance)
+    assert_allclose(fitted[0].bank_std_, sims.std(axis=0), rtol=tolerance * 10)
+    for other in fitted[1:]:
+        assert_array_equal(other.bank_mean_, fitted[0].bank_mean_)
+        assert_array_equal(other.bank_std_, fitted[0].bank_std_)
