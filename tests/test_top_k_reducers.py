@@ -17,6 +17,7 @@ from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 
+import skqbnorm._core._parallel
 import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
@@ -422,7 +423,7 @@ def test_top_k_selects_in_as_many_threads_as_the_blas_with_the_same_result(rng, 
     fitted = NearestNeighborNormalization(k=4, alpha=0.7).fit(bank, gallery=gallery)
     expected = stable_top_k(fitted.transform(fitted.similarities(queries)), 6)
     monkeypatch.setattr(skqbnorm.normalizers._top_k, "SEARCH_PART_BYTES", 1)
-    monkeypatch.setattr(skqbnorm.normalizers._top_k, "blas_threads", lambda: n_threads)
+    monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: n_threads)
     found = fitted.top_k(queries=queries, k=6, return_scores=return_scores)
     assert_array_equal(found[0] if return_scores else found, expected[0])
     if return_scores:

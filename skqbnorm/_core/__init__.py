@@ -28,7 +28,14 @@ from ._finite import (
 from ._knn import cosine_top_k, euclidean_neighbours
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
-from ._parallel import alignment, blas_share, blas_threads, reduce_bank, reduce_rows
+from ._parallel import (
+    alignment,
+    blas_share,
+    blas_threads,
+    in_blas_threads,
+    reduce_bank,
+    reduce_rows,
+)
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._top_k import (
     RowTopKUnion,
@@ -74,6 +81,7 @@ __all__ = [
     "excess_over_mean",
     "finite_mean",
     "gallery_item",
+    "in_blas_threads",
     "largest_norm",
     "leaf_rows",
     "merge_top_k",

@@ -7,6 +7,7 @@ result is bitwise independent of the split (see ``_trees.ColumnTree``).
 
 import itertools
 import os
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache, partial
 
 import numpy as np
@@ -75,6 +76,21 @@ def blas_threads():
     """The threads the BLAS may use now (under any ``threadpoolctl`` limit), at least one."""
     return max((pool.num_threads for pool in _thread_controller().select(user_api="blas").lib_controllers),
                default=1)
+
+
+def in_blas_threads(search, parts):
+    """``search(group)`` for contiguous groups of ``parts``, one group per BLAS thread.
+
+    The selection after a product is as parallel as the product itself: it runs on
+    as many threads as the BLAS may use (``threadpoolctl`` limits both; a job of
+    ``n_jobs`` has its share). Each part's result does not depend on the split.
+    """
+    n_threads = min(blas_threads(), len(parts))
+    if n_threads <= 1:
+        return [search(parts)]
+    groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
+    with ThreadPoolExecutor(n_threads) as pool:
+        return list(pool.map(search, groups))
 
 
 def blas_share(n_parts):

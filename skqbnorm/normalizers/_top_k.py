@@ -5,7 +5,6 @@ blocks of whole rows, a search by bias without scores, and a running top k over
 column chunks of the gallery for galleries too wide for whole rows.
 """
 
-from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral
 
 import numpy as np
@@ -17,9 +16,9 @@ from .._core import (
     PRODUCT_MEMORY,
     all_finite,
     blas_share,
-    blas_threads,
     check_finite_block,
     embedding_products,
+    in_blas_threads,
     largest_norm,
     merge_top_k,
     products_stay_finite,
@@ -215,7 +214,7 @@ class TopKMixin:
                 found.append(row_top_k_indices(ranked, k))
             return found
 
-        found = _in_blas_threads(search, list(gen_batches(len(sims), step)))
+        found = in_blas_threads(search, list(gen_batches(len(sims), step)))
         return None if any(group is None for group in found) else _joined(found)
 
     @staticmethod
@@ -327,21 +326,6 @@ class TopKMixin:
 def _part_rows(sims):
     """Rows of ``sims`` in one part of a search (``SEARCH_PART_BYTES``, at least one row)."""
     return max(1, SEARCH_PART_BYTES // (sims.shape[1] * sims.itemsize))
-
-
-def _in_blas_threads(search, parts):
-    """``search(group)`` for contiguous groups of ``parts``, one group per BLAS thread.
-
-    The selection after a product is as parallel as the product itself: it runs on
-    as many threads as the BLAS may use (``threadpoolctl`` limits both; a job of
-    ``n_jobs`` has its share). Each part's result does not depend on the split.
-    """
-    n_threads = min(blas_threads(), len(parts))
-    if n_threads <= 1:
-        return [search(parts)]
-    groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
-    with ThreadPoolExecutor(n_threads) as pool:
-        return list(pool.map(search, groups))
 
 
 def _joined(found):
