@@ -10,14 +10,17 @@ Both must equal a full stable sort, whatever the blocks, ties and merges.
 import itertools
 import pickle
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from joblib import parallel_config
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
+from threadpoolctl import threadpool_limits
 
 import skqbnorm._core._parallel
+import skqbnorm._core._probe
 import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
@@ -37,13 +40,17 @@ from skqbnorm._core import (
     ProbeMatrix,
     RowTopKUnion,
     blas_threads,
+    one_blas_thread,
     reduce_bank,
     row_top1,
     row_top_k,
     row_top_k_indices,
     top_k_mask,
 )
-from skqbnorm._core._column_top_k import _top_k_of_union
+from skqbnorm._core._column_top_k import (
+    BankRowColumnTopKMean,
+    _top_k_of_union,
+)
 
 
 def column_top_k_mean(values, k):
@@ -109,6 +116,48 @@ def test_column_top_k_mean_takes_blocks_taller_than_its_buffers(rng):
     for rows in (values[:20], values[20:2500], values[2500:]):  # 2,480 rows > capacity
         reducer.update(rows, None)
     assert_allclose(reducer.result(), column_top_k_mean(values, 3), rtol=1e-13)
+
+
+def _unit(rows):
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 5, 300])
+def test_bank_row_column_top_k_mean_is_that_of_the_products(rng, monkeypatch, dtype, k):
+    # From cosine embeddings the top k are found from the unit bank rows, in batches of
+    # 32 rows (product_rows, here) and strips of 7 gallery items: the mean of each
+    # column's k largest products, the same for every budget, job count and BLAS
+    # thread count; k = 300 keeps every row of the 290-row bank.
+    monkeypatch.setattr(skqbnorm._core._probe, "MIN_PRODUCT_ROWS", 32)
+    monkeypatch.setattr(BankRowColumnTopKMean, "STRIP_COLUMNS", 7)
+    bank, gallery = (rng.normal(size=(n, 6)).astype(dtype) for n in (290, 40))
+    probe = ProbeMatrix(bank, _unit(gallery).T, "cosine", dtype)
+    found = []
+    for memory, n_jobs, threads in [(None, 1, None), (0.001, 2, 1), (0.001, 1, 2)]:
+        with threadpool_limits(threads):
+            (reducer,) = reduce_bank(probe, lambda: [ColumnTopKMean(k)], working_memory=memory,
+                                     n_jobs=n_jobs)
+        assert isinstance(reducer, BankRowColumnTopKMean)
+        found.append(reducer.result())
+    sims = _unit(bank.astype(np.float64)) @ _unit(gallery.astype(np.float64)).T
+    expected = column_top_k_mean(sims, min(k, len(bank)))
+    assert_allclose(found[0], expected, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    for other in found[1:]:
+        assert_array_equal(other, found[0])
+
+
+def test_one_blas_thread_restores_the_limit_under_concurrent_holders():
+    before = blas_threads()
+
+    def hold(_):
+        with one_blas_thread() as n_threads:
+            assert blas_threads() == 1
+            return n_threads
+
+    with ThreadPoolExecutor(4) as pool:
+        assert set(pool.map(hold, range(8))) == {before}
+    assert blas_threads() == before
 
 
 def grouped_matrices(rng):

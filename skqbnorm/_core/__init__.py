@@ -33,6 +33,7 @@ from ._parallel import (
     blas_share,
     blas_threads,
     in_blas_threads,
+    one_blas_thread,
     reduce_bank,
     reduce_rows,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "leaf_rows",
     "merge_top_k",
     "moments",
+    "one_blas_thread",
     "prepare_embeddings",
     "products_stay_finite",
     "reduce_bank",

@@ -3,6 +3,8 @@
 import numpy as np
 
 from ._moments import finite_mean
+from ._parallel import in_blas_threads, one_blas_thread
+from ._probe import product_rows
 from ._top_k import places_in_rows
 from ._trees import leaf_rows
 
@@ -16,9 +18,10 @@ class ColumnTopKMean:
     partition of a contiguous row) only when it is full. Each block then costs one
     comparison and one search of its mask, not a partition of its columns.
 
-    This is the reduction for banks read once (embeddings, dask); ``reduce_bank``
-    swaps in ``GroupedColumnTopKMean`` (the same result, faster) for a precomputed
-    bank (see ``for_probe``).
+    This is the reduction for banks read once (dask, embeddings under
+    ``metric="dot"``); ``reduce_bank`` swaps in ``GroupedColumnTopKMean`` (the same
+    result, faster) for a precomputed bank (see ``for_probe``), and ``reduce_rows``
+    ``BankRowColumnTopKMean`` for cosine embeddings (see ``for_bank_rows``).
     """
 
     #: Rows taken whole at the start: up to WARM_UP * k, within WARM_UP_MEMORY MiB
@@ -67,6 +70,10 @@ class ColumnTopKMean:
         slots = np.arange(len(columns)) + np.repeat(offsets, counts)
         self.buffer.ravel()[columns * capacity + slots] = values
         self.fill[touched] += counts
+
+    def for_bank_rows(self, gallery_t):
+        """``BankRowColumnTopKMean``, to be fed unit bank rows (see ``reduce_rows``)."""
+        return BankRowColumnTopKMean(self.k, gallery_t)
 
     def for_probe(self, probe):
         """A precomputed bank can be read again: ``GroupedColumnTopKMean`` where it suits."""
@@ -117,6 +124,86 @@ class ColumnTopKMean:
     def result(self):
         # Sorted first, and C-ordered (a bank of at most k rows is its transposed view),
         # so that the mean depends neither on how the bank was split nor on its layout.
+        return finite_mean(np.ascontiguousarray(np.sort(self._settle(), axis=1)), axis=1)
+
+
+class BankRowColumnTopKMean:
+    """``ColumnTopKMean`` of cosine similarities, fed the unit bank rows (see ``reduce_rows``).
+
+    The rows are kept in batches of ``product_rows`` rows, aligned to absolute row
+    numbers as the products are. A batch meets the gallery a strip of
+    ``STRIP_COLUMNS`` items at a time, ``gallery[strip] @ batch.T``: the
+    similarities arrive one row per gallery item, beside that item's running top
+    k, and a partition (NumPy's selection) keeps the k largest; the strips run on
+    as many threads as the BLAS had, each product on one (``one_blas_thread``). No block is transposed or searched; per entry the product and a
+    partition of about ``k + product_rows`` entries. The k largest entries of a
+    column are the same values for any exact method, and ``result`` sorts them
+    before their mean: bitwise ``ColumnTopKMean``'s result on the same products.
+    """
+
+    #: Gallery items per product: with a batch of 2,048 float32 rows and k = 256,
+    #: a thread's 9 MiB of products and tops.
+    STRIP_COLUMNS = 1024
+    #: Bank rows are copied into the batch: a block may be reused.
+    keeps_blocks = False
+
+    def __init__(self, k, gallery_t):
+        self.k = int(k)
+        self.gallery = gallery_t.T  # (N, d): the prepared gallery's own rows
+        self.batch_rows = product_rows(gallery_t.shape[1], gallery_t.dtype.itemsize)
+        self.pending, self.batch_end = [], None
+        self.top = None  # (N, at most k): each column's k largest so far, unordered
+
+    def update(self, block, rows):
+        start = rows.start
+        while len(block):
+            if self.batch_end is None:
+                self.batch_end = (start // self.batch_rows + 1) * self.batch_rows
+            taken = min(len(block), self.batch_end - start)
+            self.pending.append(np.array(block[:taken]))
+            block, start = block[taken:], start + taken
+            if start == self.batch_end:
+                self._merge_batch()
+
+    def _merge_batch(self):
+        """Each gallery item's similarities to the batch, merged into its top k: strips
+        of items on as many threads as the BLAS had, each product on one thread."""
+        if not self.pending:
+            return
+        batch = np.concatenate(self.pending)
+        self.pending, self.batch_end = [], None
+        n_rows, kept = len(batch), 0 if self.top is None else self.top.shape[1]
+        n_values, n_columns = n_rows + kept, len(self.gallery)
+        top = np.empty((n_columns, min(self.k, n_values)), dtype=batch.dtype)
+        strips = [slice(start, min(start + self.STRIP_COLUMNS, n_columns))
+                  for start in range(0, n_columns, self.STRIP_COLUMNS)]
+
+        def merge_strips(group):
+            buffer = np.empty((min(self.STRIP_COLUMNS, n_columns), n_values), dtype=batch.dtype)
+            for strip in group:
+                values = buffer[: strip.stop - strip.start]
+                np.matmul(self.gallery[strip], batch.T, out=values[:, :n_rows])
+                if kept:
+                    values[:, n_rows:] = self.top[strip]
+                if n_values > self.k:
+                    values.partition(n_values - self.k, axis=1)
+                top[strip] = values[:, n_values - top.shape[1] :]
+
+        with one_blas_thread() as n_threads:
+            in_blas_threads(merge_strips, strips, n_threads)
+        self.top = top
+
+    def _settle(self):
+        self._merge_batch()
+        return self.top
+
+    def merge(self, other):
+        top, others = self._settle(), other._settle()
+        self.top = others if top is None else top if others is None else _row_top(
+            np.concatenate([top, others], axis=1), self.k)
+
+    def result(self):
+        # As ColumnTopKMean's: sorted, C-ordered, then the mean.
         return finite_mean(np.ascontiguousarray(np.sort(self._settle(), axis=1)), axis=1)
 
 

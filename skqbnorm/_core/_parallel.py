@@ -7,7 +7,9 @@ result is bitwise independent of the split (see ``_trees.ColumnTree``).
 
 import itertools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache, partial
 
 import numpy as np
@@ -37,7 +39,9 @@ def reduce_bank(probe, make_reducers, working_memory=None, n_jobs=None):
     align = probe.alignment(alignment(first))  # whole leaves and products per job
     n_groups = -(-n_rows // align)
     n_parts = max(1, min(effective_n_jobs(n_jobs), n_groups))
-    if n_parts == 1:
+    if n_parts == 1 or bank_row_reducers(probe, first) is not None:
+        # Bank rows (see reduce_rows) are read in one job: their reductions are cheap
+        # (a mean, a covariance) or spread their own products over the threads.
         return reduce_rows(probe, first, 0, working_memory)
     bounds = np.minimum(np.linspace(0, n_groups, n_parts + 1).astype(int) * align, n_rows)
     share = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) / n_parts
@@ -78,19 +82,39 @@ def blas_threads():
                default=1)
 
 
-def in_blas_threads(search, parts):
+def in_blas_threads(search, parts, n_threads=None):
     """``search(group)`` for contiguous groups of ``parts``, one group per BLAS thread.
 
     The selection after a product is as parallel as the product itself: it runs on
     as many threads as the BLAS may use (``threadpoolctl`` limits both; a job of
-    ``n_jobs`` has its share). Each part's result does not depend on the split.
+    ``n_jobs`` has its share), or on ``n_threads``. Each part's result does not
+    depend on the split.
     """
-    n_threads = min(blas_threads(), len(parts))
+    n_threads = min(blas_threads() if n_threads is None else n_threads, len(parts))
     if n_threads <= 1:
         return [search(parts)]
     groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
     with ThreadPoolExecutor(n_threads) as pool:
         return list(pool.map(search, groups))
+
+
+#: Held while the BLAS is limited to one thread for work that runs its own threads.
+_ONE_BLAS_THREAD = threading.Lock()
+
+
+@contextmanager
+def one_blas_thread():
+    """The BLAS on one thread while inside; yields how many it had (threads for the work).
+
+    For work that spreads its own products over threads: each product then runs on
+    one thread, so that it rounds the same way whatever the thread count. One holder
+    at a time (a lock), so that concurrent holders (jobs, dask tasks) neither
+    oversubscribe nor restore each other's limits.
+    """
+    with _ONE_BLAS_THREAD:
+        n_threads = blas_threads()
+        with _thread_controller().limit(limits=1, user_api="blas"):
+            yield n_threads
 
 
 def blas_share(n_parts):
@@ -100,6 +124,16 @@ def blas_share(n_parts):
     threads on top, or both oversubscribe.
     """
     return threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas")
+
+
+def bank_row_reducers(probe, reducers):
+    """The reducers to feed the unit bank rows in place of ``reducers`` (see
+    ``reduce_rows``), or None when the products are to be read."""
+    if not probe.bounded_products:
+        return None
+    swapped = [reducer.for_bank_rows(probe.gallery_t) if hasattr(reducer, "for_bank_rows") else None
+               for reducer in reducers]
+    return None if any(reducer is None for reducer in swapped) else swapped
 
 
 def alignment(reducers):
@@ -123,11 +157,9 @@ def reduce_rows(probe, reducers, first_row, working_memory):
     rows' covariance. The decision rests on the metric and the shapes alone, so every
     job and dask task takes the same path; returns the reducers fed.
     """
-    if probe.bounded_products:
-        swapped = [reducer.for_bank_rows(probe.gallery_t) if hasattr(reducer, "for_bank_rows") else None
-                   for reducer in reducers]
-        if all(reducer is not None for reducer in swapped):
-            reducers, probe = swapped, probe.prepared_bank()
+    swapped = bank_row_reducers(probe, reducers)
+    if swapped is not None:
+        reducers, probe = swapped, probe.prepared_bank()
     blocks = probe.blocks(working_memory, first_row=first_row, align=alignment(reducers),
                           reuse=keeps_no_block(reducers))
     for rows, block in blocks:

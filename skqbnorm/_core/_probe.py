@@ -27,6 +27,12 @@ def prepare_embeddings(embeddings, metric):
     return embeddings
 
 
+def product_rows(n_columns, itemsize, align=1):
+    """``ProbeMatrix.product_rows`` of a gallery of ``n_columns`` items of ``itemsize`` bytes."""
+    affordable = rows_per_chunk(n_columns, itemsize, PRODUCT_MEMORY, n_buffers=1)
+    return max(align, 1 << (min(MIN_PRODUCT_ROWS, affordable).bit_length() - 1))
+
+
 class ProbeMatrix:
     """Row blocks of the probe matrix ``P``, precomputed or from embeddings.
 
@@ -107,9 +113,7 @@ class ProbeMatrix:
         may round a row differently in products of other sizes, so the products are
         fixed groups of rows, aligned to absolute row numbers.
         """
-        n_columns = self.shape[1]
-        affordable = rows_per_chunk(n_columns, self.dtype.itemsize, PRODUCT_MEMORY, n_buffers=1)
-        return max(align, 1 << (min(MIN_PRODUCT_ROWS, affordable).bit_length() - 1))
+        return product_rows(self.shape[1], self.dtype.itemsize, align)
 
     def alignment(self, align=1):
         """Rows per group that blocks and jobs must keep whole (see ``blocks``)."""

@@ -1,10 +1,10 @@
 """Column reductions over a fixed binary tree of bank rows: bitwise the same for every split."""
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ._finite import all_finite
 from ._moments import moments
+from ._parallel import one_blas_thread
 
 #: Bound, in MiB of float64, and cap on the rows of a leaf of the fit's reduction
 #: trees (see ``ColumnTree``): larger leaves spend less time combining nodes.
@@ -351,7 +351,7 @@ class BankRowMoments(ColumnMoments):
             return np.stack([mean @ gallery, np.sqrt(np.maximum(variance, 0.0))])
 
         # One BLAS thread: a matrix product may round by its thread count.
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             column_mean, column_std = _through_gallery(self.gallery_t, moments_of)
         return column_mean, column_std
 
