@@ -32,7 +32,7 @@ its own arithmetic, the threshold then down to the next float32.
 import numpy as np
 
 from ._memory import rows_per_chunk
-from ._top_k import places_in_rows
+from ._top_k import grouped_entries, places_in_rows
 
 #: Entries per group: a row's group maxima (group g holds the entries g, g + n_groups,
 #: ...) are an elementwise maximum of contiguous runs, one pass over the block.
@@ -404,7 +404,7 @@ def top_candidates(block, k, error):
         coarse = group_extremes(maxima, np.maximum)  # maxima of groups of groups
     kth = np.partition(coarse, coarse.shape[1] - k, axis=1)[:, coarse.shape[1] - k]
     threshold = threshold32(kth - 2 * error, -np.inf)
-    return grouped_entries(block, maxima >= threshold[:, None], threshold, np.greater_equal)
+    return grouped_entries(block, maxima >= threshold[:, None], threshold, np.greater_equal, GROUP)
 
 
 def bottom_candidates(block, error):
@@ -428,21 +428,6 @@ def group_extremes(block, extreme, width=GROUP):
     n_rows, n_columns = block.shape
     n_groups = n_columns // width
     return extreme.reduce(block[:, : n_groups * width].reshape(n_rows, width, n_groups), axis=1)
-
-
-def grouped_entries(block, selected, threshold, compare, width=GROUP):
-    """``(rows, columns)`` of the entries, of the ``selected`` groups (of ``width``
-    entries) and of no group, that ``compare(entry, threshold[row])``."""
-    n_columns = block.shape[1]
-    n_groups = selected.shape[1]
-    groups = np.flatnonzero(selected)
-    rows = groups // n_groups
-    # Flat indices into the block: group g of row i starts at i n_columns + g.
-    entries = (groups + rows * (n_columns - n_groups))[:, None] + n_groups * np.arange(width)
-    found = entries[compare(block.ravel().take(entries), threshold[rows, None])]
-    tail_rows, tail_columns = np.nonzero(compare(block[:, n_groups * width:], threshold[:, None]))
-    found = np.concatenate([found, tail_rows * n_columns + tail_columns + n_groups * width])
-    return np.divmod(found, n_columns)
 
 
 def exact_values(exact, start, rows, columns, n_rows, n_features, padding):

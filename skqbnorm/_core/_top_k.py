@@ -84,14 +84,17 @@ def _row_candidates(block, k, with_indices=False):
     n_groups = min(n_columns // 4, max(4 * k, 1024))
     if n_groups < k:  # groups too small for a useful bound
         candidates = _partition_top_k_mask(block, k) if k < n_columns else np.ones(block.shape, bool)
+        flat = np.flatnonzero(candidates)  # row-major: columns ascending within a row
     else:
+        block = np.ascontiguousarray(block)
         width = n_columns // n_groups
         # Interleaved groups (column j in group j % n_groups): a max over a middle axis
         # is an elementwise maximum of contiguous runs, which vectorises.
         maxima = block[:, : n_groups * width].reshape(n_rows, width, n_groups).max(axis=1)
         bound = np.partition(maxima, n_groups - k, axis=1)[:, n_groups - k]
-        candidates = block >= bound[:, None]
-    flat = np.flatnonzero(candidates)  # row-major: columns ascending within a row
+        # Only the groups whose maximum reaches the bound hold candidates (a few k).
+        rows, columns = grouped_entries(block, maxima >= bound[:, None], bound, np.greater_equal, width)
+        flat = np.sort(rows * n_columns + columns)  # columns ascending within a row
     rows, columns = np.divmod(flat, n_columns)
     counts = np.bincount(rows, minlength=n_rows)
     slots = places_in_rows(rows, counts)
@@ -102,6 +105,21 @@ def _row_candidates(block, k, with_indices=False):
     indices = np.zeros(values.shape, dtype=np.intp)
     indices[rows, slots] = columns
     return values, indices
+
+
+def grouped_entries(block, selected, threshold, compare, width):
+    """``(rows, columns)`` of the entries, of the ``selected`` groups (of ``width``
+    entries) and of no group, that ``compare(entry, threshold[row])``."""
+    n_columns = block.shape[1]
+    n_groups = selected.shape[1]
+    groups = np.flatnonzero(selected)
+    rows = groups // n_groups
+    # Flat indices into the block: group g of row i starts at i n_columns + g.
+    entries = (groups + rows * (n_columns - n_groups))[:, None] + n_groups * np.arange(width)
+    found = entries[compare(block.ravel().take(entries), threshold[rows, None])]
+    tail_rows, tail_columns = np.nonzero(compare(block[:, n_groups * width:], threshold[:, None]))
+    found = np.concatenate([found, tail_rows * n_columns + tail_columns + n_groups * width])
+    return np.divmod(found, n_columns)
 
 
 def places_in_rows(rows, counts):
