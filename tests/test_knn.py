@@ -6,6 +6,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.neighbors import NearestNeighbors
 
+import skqbnorm._core._parallel
 from skqbnorm._core import _knn, cosine_top_k, euclidean_neighbours, prepare_embeddings
 from skqbnorm._core._knn import GROUP, dot_error, equal_rows
 
@@ -180,6 +181,19 @@ def test_results_do_not_depend_on_the_block_size(working_memory):
     ]:
         for part, expected_part in zip(found, expected):
             assert_array_equal(part, expected_part)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_results_do_not_depend_on_the_threads(monkeypatch, n_threads):
+    # Blocks of about 26 rows spread over 1 to 3 threads, each product on one BLAS
+    # thread: the same neighbours and values as one block on the calling thread.
+    rng = np.random.default_rng(8)
+    features = rng.normal(size=(1500, 16))
+    expected = euclidean_neighbours(features, 12, working_memory=1000)
+    monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: n_threads)
+    found = euclidean_neighbours(features, 12, working_memory=0.15)
+    for part, expected_part in zip(found, expected):
+        assert_array_equal(part, expected_part)
 
 
 def test_every_size_of_group_and_its_tail(rng):

@@ -30,8 +30,10 @@ its own arithmetic, the threshold then down to the next float32.
 """
 
 import numpy as np
+from sklearn.utils import gen_batches
 
 from ._memory import rows_per_chunk
+from ._parallel import in_blas_threads, one_blas_thread
 from ._top_k import grouped_entries, places_in_rows
 
 #: Entries per group: a row's group maxima (group g holds the entries g, g + n_groups,
@@ -351,7 +353,8 @@ def exact_row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=
     least : bool or "off-diagonal"
         Whether to find each row's smallest exact value too (but that of ``(i, i)``).
     working_memory : float or None
-        MiB of float32 products per block of rows (default ``DEFAULT_WORKING_MEMORY``).
+        MiB of float32 products per block of rows (default ``DEFAULT_WORKING_MEMORY``);
+        the blocks run on as many threads as the BLAS has, one block in memory each.
 
     Returns
     -------
@@ -361,29 +364,40 @@ def exact_row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=
     """
     n_rows, n_columns = len(left), right.shape[1]
     step = min(rows_per_chunk(n_columns, 4, working_memory, n_buffers=1), max(n_rows, 1))
-    buffer = np.empty((step, n_columns), dtype=np.float32)  # one, reused by every block
     indices = np.empty((n_rows, k), dtype=np.intp)
     values = np.empty((n_rows, k))
     smallest = np.empty(n_rows) if least else None
     n_features = left.shape[1]
-    for start in range(0, n_rows, step):
-        stop = min(start + step, n_rows)
-        block = buffer[: stop - start]
-        np.matmul(left[start:stop], right, out=block)
-        if unit_diagonal:
-            block[np.arange(stop - start), np.arange(start, stop)] = 1.0
-        bound = error[start:stop]
-        candidates = top_candidates(block, k, bound)
-        columns, found = exact_values(exact, start, *candidates, len(block), n_features, -np.inf)
-        order = np.lexsort((columns, -found), axis=1)[:, :k]
-        indices[start:stop] = np.take_along_axis(columns, order, axis=1)
-        values[start:stop] = np.take_along_axis(found, order, axis=1)
-        if least:
-            if least == "off-diagonal":
-                block[np.arange(stop - start), np.arange(start, stop)] = np.inf
-            candidates = bottom_candidates(block, bound)
-            found = exact_values(exact, start, *candidates, len(block), n_features, np.inf)[1]
-            smallest[start:stop] = found.min(axis=1)
+
+    def search(blocks):
+        buffer = np.empty((step, n_columns), dtype=np.float32)  # one a thread, reused by its blocks
+        for rows in blocks:
+            start, stop = rows.start, rows.stop
+            block = buffer[: stop - start]
+            np.matmul(left[start:stop], right, out=block)
+            if unit_diagonal:
+                block[np.arange(stop - start), np.arange(start, stop)] = 1.0
+            bound = error[start:stop]
+            candidates = top_candidates(block, k, bound)
+            columns, found = exact_values(exact, start, *candidates, len(block), n_features, -np.inf)
+            order = np.lexsort((columns, -found), axis=1)[:, :k]
+            indices[start:stop] = np.take_along_axis(columns, order, axis=1)
+            values[start:stop] = np.take_along_axis(found, order, axis=1)
+            if least:
+                if least == "off-diagonal":
+                    block[np.arange(stop - start), np.arange(start, stop)] = np.inf
+                candidates = bottom_candidates(block, bound)
+                found = exact_values(exact, start, *candidates, len(block), n_features, np.inf)[1]
+                smallest[start:stop] = found.min(axis=1)
+
+    blocks = list(gen_batches(n_rows, step))
+    if len(blocks) == 1:
+        search(blocks)
+    else:
+        # Each thread multiplies its blocks on one BLAS thread and selects from them
+        # while they are in cache; the result is exact whatever rounds the products.
+        with one_blas_thread() as n_threads:
+            in_blas_threads(search, blocks, n_threads)
     return indices, values, smallest
 
 
