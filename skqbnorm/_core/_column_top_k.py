@@ -122,9 +122,7 @@ class ColumnTopKMean:
         self.floor = self.top.min(axis=1)
 
     def result(self):
-        # Sorted first, and C-ordered (a bank of at most k rows is its transposed view),
-        # so that the mean depends neither on how the bank was split nor on its layout.
-        return finite_mean(np.ascontiguousarray(np.sort(self._settle(), axis=1)), axis=1)
+        return _top_k_mean(self._settle())
 
 
 class BankRowColumnTopKMean:
@@ -135,8 +133,9 @@ class BankRowColumnTopKMean:
     ``STRIP_COLUMNS`` items at a time, ``gallery[strip] @ batch.T``: the
     similarities arrive one row per gallery item, beside that item's running top
     k, and a partition (NumPy's selection) keeps the k largest; the strips run on
-    as many threads as the BLAS had, each product on one (``one_blas_thread``). No block is transposed or searched; per entry the product and a
-    partition of about ``k + product_rows`` entries. The k largest entries of a
+    as many threads as the BLAS had, each product on one (``one_blas_thread``). No
+    block is transposed or searched; per entry the product and a partition of
+    about ``k + product_rows`` entries. The k largest entries of a
     column are the same values for any exact method, and ``result`` sorts them
     before their mean: bitwise ``ColumnTopKMean``'s result on the same products.
     """
@@ -203,8 +202,7 @@ class BankRowColumnTopKMean:
             np.concatenate([top, others], axis=1), self.k)
 
     def result(self):
-        # As ColumnTopKMean's: sorted, C-ordered, then the mean.
-        return finite_mean(np.ascontiguousarray(np.sort(self._settle(), axis=1)), axis=1)
+        return _top_k_mean(self._settle())
 
 
 class GroupedColumnTopKMean:
@@ -429,6 +427,16 @@ def _top_k_of_union(top, columns, values, k):
     union.ravel()[columns * width + k + slots] = values
     union.sort(axis=1)
     return union[:, width - k :]
+
+
+def _top_k_mean(top):
+    """The mean of each row of ``top`` (a column's k largest entries, unordered).
+
+    Sorted first, and C-ordered (a bank of at most k rows is its transposed view),
+    so that the mean depends neither on how the bank was split, nor on its layout,
+    nor on the method that found the k largest.
+    """
+    return finite_mean(np.ascontiguousarray(np.sort(top, axis=1)), axis=1)
 
 
 def _row_top(values, k):
