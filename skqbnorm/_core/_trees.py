@@ -218,6 +218,7 @@ class ColumnMean(ColumnTree):
             return mean
         return _through_gallery(self.gallery_t, lambda gallery: mean @ gallery)
 
+
 #: Gallery columns per float64 product where a bank-row statistic meets the gallery:
 #: fixed, so that no budget changes how a column's dot products are summed.
 RESULT_COLUMNS = 4096
@@ -227,10 +228,14 @@ MAX_COVARIANCE_DIMS = 2048
 
 
 def _through_gallery(gallery_t, statistic):
-    """``statistic(gallery)`` of float64 pieces of ``RESULT_COLUMNS`` columns of ``gallery_t``, joined."""
+    """``statistic(gallery)`` of float64 pieces of ``RESULT_COLUMNS`` columns of ``gallery_t``, joined.
+
+    On one BLAS thread: a matrix product may round by its thread count.
+    """
     n_columns = gallery_t.shape[1]
-    pieces = [statistic(gallery_t[:, start : start + RESULT_COLUMNS].astype(np.float64))
-              for start in range(0, n_columns, RESULT_COLUMNS)]
+    with one_blas_thread():
+        pieces = [statistic(gallery_t[:, start : start + RESULT_COLUMNS].astype(np.float64))
+                  for start in range(0, n_columns, RESULT_COLUMNS)]
     return np.concatenate(pieces, axis=-1) if pieces else np.zeros(0)
 
 
@@ -350,9 +355,7 @@ class BankRowMoments(ColumnMoments):
             variance = np.einsum("dn,dn->n", covariance @ gallery, gallery)
             return np.stack([mean @ gallery, np.sqrt(np.maximum(variance, 0.0))])
 
-        # One BLAS thread: a matrix product may round by its thread count.
-        with one_blas_thread():
-            column_mean, column_std = _through_gallery(self.gallery_t, moments_of)
+        column_mean, column_std = _through_gallery(self.gallery_t, moments_of)
         return column_mean, column_std
 
 
