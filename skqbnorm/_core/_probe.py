@@ -72,7 +72,7 @@ class ProbeMatrix:
 
     def rows(self, rows):
         """The probe matrix restricted to a range of bank rows."""
-        part = ProbeMatrix(self.bank[rows], self.gallery_t, self.metric, self.dtype, self.name)
+        part = type(self)(self.bank[rows], self.gallery_t, self.metric, self.dtype, self.name)
         part._gallery_norm = self.gallery_norm
         return part
 
@@ -158,9 +158,8 @@ class ProbeMatrix:
     def prepared_bank(self):
         """The prepared bank embeddings as a probe of their own (embedding mode).
 
-        A linear reduction of the similarities (their column mean) is the same
-        reduction of these rows, mapped through the gallery: ``reduce_rows`` reads
-        them instead of the products for reducers that declare ``linear``.
+        ``reduce_rows`` reads them instead of the products for reducers that offer
+        ``for_bank_rows`` (a column mean, the moments, the top k of cosines).
         """
         return _PreparedRows(self.bank, None, self.metric, self.dtype, self.name)
 
@@ -175,8 +174,6 @@ class _PreparedRows(ProbeMatrix):
     def block(self, rows, first_row=0, out=None):
         return prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
 
-    def rows(self, rows):
-        return _PreparedRows(self.bank[rows], None, self.metric, self.dtype, self.name)
-
     def check(self, block, rows):
-        """The embeddings were checked whole (``check_embeddings``); prepared, they stay finite."""
+        """Nothing to check: a NumPy bank's embeddings were checked whole
+        (``check_embeddings``), and preparing unit rows refuses NaN and infinity."""
