@@ -248,7 +248,7 @@ def scores_with_notes(method, normalizer, inputs, where, words, tell):
         warnings.simplefilter("always", ConvergenceWarning)
         warnings.simplefilter("always", QueryBankWarning)
         scores = scores_of(method, normalizer, *inputs)
-    if METHODS[method].data == "gated querybank" and not normalizer.open_:
+    if METHODS[method].gated and not normalizer.open_:
         gap = normalizer.diagnostics_.top1_ks
         tell("note", f"{where}: the querybank looks out of domain for these queries (top-1 "
                      f"KS distance {gap:.3f}): the gate left them raw.")

@@ -93,6 +93,11 @@ class Method(NamedTuple):
     gallery_bank_input: str = "gallery_bank"
     iterative: bool = False
 
+    @property
+    def gated(self):
+        """Whether the method wraps its normaliser in a :class:`QueryBankGate`."""
+        return self.data == "gated querybank"
+
 
 #: The gallery-bank inputs, each a keyword of the dual-bank normalisers' fit, and the
 #: option of ``skqbnorm evaluate`` that gives it.
@@ -322,12 +327,12 @@ def make_normalizer(method, settings=DEFAULTS):
     given = {name: getattr(settings, name) for name in spec.options
              if getattr(settings, name) is not None}
     normalizer = spec.normalizer(**dict(spec.fixed), **given)
-    return QueryBankGate(normalizer) if spec.data == "gated querybank" else normalizer
+    return QueryBankGate(normalizer) if spec.gated else normalizer
 
 
 def inner_normalizer(method, normalizer):
     """The normaliser that a gated method's :class:`QueryBankGate` wraps, or the normaliser itself."""
-    return normalizer.normalizer if METHODS[method].data == "gated querybank" else normalizer
+    return normalizer.normalizer if METHODS[method].gated else normalizer
 
 
 def describe(method, normalizer):
