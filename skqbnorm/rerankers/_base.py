@@ -7,7 +7,7 @@ from typing import NamedTuple
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.stats import rankdata
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Hidden, StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
@@ -114,17 +114,64 @@ class BayesianReranker(BaseEstimator):
             Fitted reranker, with ``scores_`` and per-list diagnostics.
         """
         warn_of_old_spelling(getattr(self, "laplacian", None))
-        X, y, lists = self._lists(X, y, groups)
-        states = self._random_states(len(lists))
-        results = Parallel(n_jobs=self.n_jobs)(
-            delayed(self._rerank)(X[i], y[i], state) for i, state in zip(lists, states)
-        )
+        X, y, self.group_labels_, lists = split_lists(X, y, groups)
+        (results,) = self._path(X, y, lists, [self.c])
         return self._record(results, lists, X.shape)
 
-    def _lists(self, X, y, groups):
-        """Validated ``X`` and ``y``, and the indices of each list (``group_labels_`` set)."""
-        X, y, self.group_labels_, lists = split_lists(X, y, groups)
-        return X, y, lists
+    @_fit_context(prefer_skip_nested_validation=True)
+    def rerank_path(self, X, y, groups=None, *, cs):
+        """Rerank every list at every c of ``cs``, each list's graph built once.
+
+        scikit-learn's ``*_path`` habit (``lasso_path``): a sweep over c costs one
+        graph per list, not one per c. :class:`RerankerCV` scores such a path.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples.
+        y : array-like of shape (n_samples,)
+            Initial scores, higher is better.
+        groups : array-like of shape (n_samples,), default=None
+            The list each sample belongs to; None means one list.
+        cs : array-like of float
+            The values of c, each > 0.
+
+        Returns
+        -------
+        rerankers : list of BayesianReranker
+            For each c of ``cs``, in order, a clone of this reranker with that c,
+            fitted: its ``scores_`` and diagnostics are those ``fit`` gives at that
+            c, and it warns as ``fit`` does.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm.rerankers import PointwiseReranker
+        >>> rng = np.random.default_rng(0)
+        >>> features, initial = rng.normal(size=(30, 2)), rng.normal(size=30)
+        >>> path = PointwiseReranker().rerank_path(features, initial, cs=[0.1, 1.0])
+        >>> [reranker.c for reranker in path]
+        [0.1, 1.0]
+        >>> bool(np.all(path[1].scores_ == PointwiseReranker(c=1.0).fit_predict(features, initial)))
+        True
+        """
+        warn_of_old_spelling(getattr(self, "laplacian", None))
+        cs = checked_cs(cs)
+        X, y, labels, lists = split_lists(X, y, groups)
+        fitted = []
+        for c, results in zip(cs, self._path(X, y, lists, cs)):
+            reranker = clone(self).set_params(c=float(c))
+            reranker.group_labels_ = labels
+            fitted.append(reranker._record(results, lists, X.shape))
+        return fitted
+
+    def _path(self, X, y, lists, cs):
+        """For each c of ``cs``, every list's ``(scores, info)``: the lists in parallel."""
+        states = self._random_states(len(lists))
+        paths = Parallel(n_jobs=self.n_jobs)(
+            delayed(self._rerank_path)(X[i], y[i], state, cs) for i, state in zip(lists, states)
+        )
+        return [[path[k] for path in paths] for k in range(len(cs))]
 
     def _record(self, results, lists, shape):
         """Keep each list's ``(scores, info)`` as the fitted attributes, and warn."""
@@ -199,9 +246,6 @@ class BayesianReranker(BaseEstimator):
         if isinstance(random_state, np.random.RandomState):
             return random_state.randint(np.iinfo(np.int32).max, size=n_lists)
         return [random_state] * n_lists
-
-    def _rerank(self, features, initial, random_state):
-        return self._rerank_path(features, initial, random_state, [self.c])[0]
 
     def _rerank_path(self, features, initial, random_state, cs):
         """One list reranked at every c of ``cs``, its graph built once: ``[(scores, info)]``."""
@@ -280,6 +324,14 @@ def split_lists(X, y, groups):
     for label, index in zip(labels, lists):
         check_list(label, y[index], len(labels))
     return X, y, labels, lists
+
+
+def checked_cs(cs):
+    """The values of c of a path as a float array: a non-empty 1-D sequence of finite c > 0."""
+    checked = np.asarray(cs, dtype=float) if np.ndim(cs) == 1 else None
+    if checked is None or len(checked) == 0 or not np.all(np.isfinite(checked)) or np.any(checked <= 0):
+        raise ValueError(f"cs must be a non-empty 1-D sequence of finite values of c > 0; got cs={cs!r}.")
+    return checked
 
 
 def check_list(label, initial, n_lists):

@@ -3,7 +3,6 @@
 from numbers import Integral
 
 import numpy as np
-from joblib import Parallel, delayed
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.model_selection import GroupKFold
@@ -13,7 +12,7 @@ from .._validation import NotBool as Interval
 from .._validation import check_labels
 from ..metrics import average_precisions
 from ..metrics._ranking import check_ap_options
-from ._base import split_lists
+from ._base import checked_cs, split_lists
 from ._hinge import HingeReranker
 
 
@@ -92,7 +91,7 @@ class RerankerCV(BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["fit_predict", "_rerank_path"]), None],
+        "estimator": [HasMethods(["fit_predict", "rerank_path"]), None],
         "cs": ["array-like"],
         "cv": [Interval(Integral, 2, None, closed="left"), HasMethods(["split"])],
         "n": [Interval(Integral, 1, None, closed="left"), None],
@@ -128,39 +127,31 @@ class RerankerCV(BaseEstimator):
         -------
         self : object
         """
-        cs = self._checked_cs()
+        cs = checked_cs(self.cs)
         check_ap_options(self.n, self.denominator)
-        reranker = HingeReranker() if self.estimator is None else clone(self.estimator)
-        reranker._validate_params()
+        estimator = HingeReranker() if self.estimator is None else self.estimator
         if groups is None:
             raise ValueError(
                 "RerankerCV needs groups (the list each sample belongs to): its folds hold "
                 "whole lists, and a single list leaves nothing to hold out."
             )
         X, y, self.group_labels_, lists = split_lists(X, y, groups)
-        reranker.group_labels_ = self.group_labels_  # the best estimator's, as fit sets it
         relevance = check_labels(relevance, "relevance", len(y))
-        order = np.concatenate(lists)  # the samples list by list
         members = np.empty(len(y), dtype=np.intp)
-        members[order] = np.repeat(np.arange(len(lists)), np.fromiter(map(len, lists), dtype=np.intp))
+        members[np.concatenate(lists)] = np.repeat(np.arange(len(lists)), list(map(len, lists)))
         folds = self._folds(X, y, groups, members, len(lists))
-        states = reranker._random_states(len(lists))
-        paths = Parallel(n_jobs=self.n_jobs)(
-            delayed(reranker._rerank_path)(X[i], y[i], state, cs) for i, state in zip(lists, states)
-        )
+        path = clone(estimator).set_params(n_jobs=self.n_jobs).rerank_path(X, y, groups, cs=cs)
         self.average_precisions_ = np.array([
-            average_precisions(np.concatenate([path[k][0] for path in paths]), relevance[order],
-                               members[order], self.n, denominator=self.denominator)
-            for k in range(len(cs))
+            average_precisions(fitted.scores_, relevance, members, self.n, denominator=self.denominator)
+            for fitted in path
         ])
         self.cv_results_ = cv_results(cs, self.average_precisions_, folds)
         self.best_index_ = int(self.cv_results_["rank_test_score"].argmin())
         self.best_c_ = float(cs[self.best_index_])
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
         self.n_splits_ = len(folds)
-        best = reranker.set_params(c=self.best_c_)
-        self.best_estimator_ = best._record([path[self.best_index_] for path in paths], lists, X.shape)
-        self.scores_ = best.scores_
+        self.best_estimator_ = path[self.best_index_].set_params(n_jobs=estimator.get_params()["n_jobs"])
+        self.scores_ = self.best_estimator_.scores_
         self.n_features_in_ = X.shape[1]
         return self
 
@@ -178,14 +169,6 @@ class RerankerCV(BaseEstimator):
             Reranked scores at ``best_c_``, higher is better, comparable within a list.
         """
         return self.fit(X, y, groups, relevance=relevance).scores_
-
-    def _checked_cs(self):
-        cs = np.asarray(self.cs, dtype=float) if np.ndim(self.cs) == 1 else None
-        if cs is None or len(cs) == 0 or not np.all(np.isfinite(cs)) or np.any(cs <= 0):
-            raise ValueError(
-                f"cs must be a non-empty 1-D sequence of finite values of c > 0; got cs={self.cs!r}."
-            )
-        return cs
 
     def _folds(self, X, y, groups, members, n_lists):
         """Each fold's test lists (numbers into ``lists``); a cut list is refused by name."""

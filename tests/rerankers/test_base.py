@@ -3,15 +3,16 @@ tags and the score scale, with hand-worked values."""
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import get_tags
 
 from skqbnorm import (
     HingeReranker,
     PointwiseReranker,
+    catalogue,
 )
-from skqbnorm.rerankers._base import score_scale, trace_or_one
+from skqbnorm.rerankers._base import BayesianReranker, score_scale, trace_or_one
 
 
 @pytest.mark.parametrize("param", ["n_neighbors", "n_positive"])
@@ -98,3 +99,36 @@ def test_pairwise_accepts_a_single_cluster():
     X, y = np.random.default_rng(4).normal(size=(8, 3)), np.arange(8.0)
     fitted = HingeReranker(pairs="clustering", n_clusters=1).fit(X, y)
     assert np.isfinite(fitted.scores_).all()
+
+
+BAYESIAN = [cls for cls in catalogue.rerankers() if issubclass(cls, BayesianReranker)]
+
+
+@pytest.mark.parametrize("cls", BAYESIAN, ids=lambda cls: cls.__name__)
+def test_rerank_path_is_fit_at_every_c(cls):
+    # Every c of the path: a fitted clone with what fit gives at that c, bitwise,
+    # the clustering pair selection's per-list seeds included; the reranker itself
+    # stays unfitted.
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(60, 3)), rng.normal(size=60)
+    groups = np.repeat(["b", "a", "c"], 20)
+    def params():  # the clustering pairs draw each list's seed from one RandomState
+        return {"pairs": "clustering", "random_state": np.random.RandomState(0)} \
+            if "random_state" in cls().get_params() else {}
+
+    reranker = cls(**params())
+    cs = [0.05, 2.0, 0.5]
+    path = reranker.rerank_path(X, y, groups, cs=cs)
+    assert [fitted.c for fitted in path] == cs and not hasattr(reranker, "scores_")
+    for c, fitted in zip(cs, path):
+        expected = cls(c=c, **params()).fit(X, y, groups)
+        assert fitted is not reranker and fitted.get_params()["n_jobs"] == reranker.n_jobs
+        for name in ("scores_", "solver_status_", "n_iter_", "objective_", "group_labels_"):
+            assert_array_equal(getattr(fitted, name), getattr(expected, name))
+
+
+@pytest.mark.parametrize("cs", [[], [[0.1]], [0.1, 0.0], [np.inf], "0.1"])
+def test_rerank_path_refuses_bad_values_of_c(cs):
+    X, y = np.random.default_rng(3).normal(size=(6, 3)), np.arange(6.0)
+    with pytest.raises(ValueError, match="cs must be a non-empty 1-D sequence of finite values of c > 0"):
+        PointwiseReranker().rerank_path(X, y, cs=cs)
