@@ -17,7 +17,7 @@ from scipy.sparse import issparse
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array, column_or_1d
 
-from ._core import all_finite, check_finite_block
+from ._core import all_finite, check_finite_block, prepare_embeddings
 
 # Frames a warning looks past, to the caller's line: this package's own, and those of
 # scikit-learn (its fit wrappers, Pipeline, GridSearchCV) and joblib (GridSearchCV's
@@ -320,6 +320,19 @@ def check_embeddings(X, name, dtype=FLOAT_DTYPES):
             f"dimension {bad[1]} is {X[bad]} (embeddings of shape {X.shape})."
         )
     return X
+
+
+def prepared_gallery(gallery, bank_shape, bank_dtype, metric, bank_name="querybank"):
+    """Checked gallery embeddings of the bank's dimension, in their common float dtype,
+    prepared for ``metric`` as a fit prepares them (unit rows for cosine)."""
+    gallery = check_embeddings(gallery, "gallery")
+    if len(bank_shape) != 2 or bank_shape[1] != gallery.shape[1]:
+        raise ValueError(
+            f"The {bank_name} and gallery embeddings must have the same dimension: "
+            f"{bank_name} has shape {bank_shape}, gallery has shape {gallery.shape}."
+        )
+    dtype = np.result_type(bank_dtype, gallery.dtype)
+    return prepare_embeddings(gallery.astype(dtype, copy=False), metric)
 
 
 class NotBool(Interval):

@@ -14,6 +14,7 @@ from .._validation import (
     check_real,
     float_dtype,
     naming,
+    prepared_gallery,
     renamed_attribute,
     warn_caller,
 )
@@ -234,7 +235,8 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     if working_memory is not None and check_real(working_memory, "working_memory") <= 0:
         raise ValueError(f"working_memory must be > 0 (MiB) or None; got {working_memory}.")
     bank, queries = _checked_pair(bank, queries, gallery)
-    gallery_t = None if gallery is None else _prepared_gallery(bank, gallery, metric)
+    gallery_t = None if gallery is None else prepared_gallery(
+        gallery, bank.shape, float_dtype(bank, "bank"), metric, "bank").T
     n_bank, n_gallery = len(bank), bank.shape[1] if gallery is None else gallery_t.shape[1]
     check_int(k, "k", 1, n_gallery, where=f" (at most the {n_gallery} gallery items)")
     bank_dtype = float_dtype(bank, "bank") if gallery is None else gallery_t.dtype
@@ -296,22 +298,6 @@ def _checked_sims(array, name):
 def _dtype(bank, queries, gallery):
     arrays = (bank, queries) if gallery is None else (bank, queries, np.asarray(gallery))
     return np.result_type(*(float_dtype(array, "input") for array in arrays))
-
-
-def _prepared_gallery(bank, gallery, metric):
-    """The transposed gallery embeddings, ready for a dot product with the bank's.
-
-    In the bank's and the gallery's common float dtype, prepared as the normalisers'
-    fit prepares them, so that the activation sets are the ones DIS would learn.
-    """
-    gallery = check_embeddings(gallery, "gallery")
-    if bank.shape[1] != gallery.shape[1]:
-        raise ValueError(
-            f"bank and gallery must have the same number of embedding dimensions: bank has "
-            f"shape {bank.shape}, gallery has shape {gallery.shape}."
-        )
-    dtype = np.result_type(float_dtype(bank, "bank"), gallery.dtype)
-    return prepare_embeddings(gallery.astype(dtype, copy=False), metric).T
 
 
 def _gallery_bank_probe(gallery_bank, gallery_t, n_gallery, metric):

@@ -10,7 +10,6 @@ from sklearn.utils.validation import validate_data
 
 from .._core import (
     ProbeMatrix,
-    prepare_embeddings,
 )
 from .._dask import is_dask_array
 from .._validation import (
@@ -18,6 +17,7 @@ from .._validation import (
     check_embeddings,
     float_dtype,
     naming,
+    prepared_gallery,
 )
 from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBank, check_gallery_bank_use, reader
@@ -206,17 +206,10 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
 
     def _set_gallery(self, gallery, bank_shape, bank_dtype):
         """Validate and keep the gallery embeddings; the gallery size is n_features_in_."""
-        gallery = check_embeddings(gallery, "gallery")
-        if len(bank_shape) != 2 or bank_shape[1] != gallery.shape[1]:
-            raise ValueError(
-                "The querybank and gallery embeddings must have the same dimension: "
-                f"querybank has shape {bank_shape}, gallery has shape {gallery.shape}."
-            )
-        dtype = np.result_type(bank_dtype, gallery.dtype)
-        prepared = prepare_embeddings(gallery.astype(dtype, copy=False), self.metric)
+        prepared = prepared_gallery(gallery, bank_shape, bank_dtype, self.metric)
         # The fitted gallery is the normaliser's own, whatever later becomes of the caller's.
         self.gallery_embeddings_ = prepared.copy() if np.may_share_memory(prepared, gallery) else prepared
-        self._set_n_gallery(gallery.shape[0])
+        self._set_n_gallery(len(prepared))
         return self.gallery_embeddings_
 
     def _set_n_gallery(self, n_gallery):
