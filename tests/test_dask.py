@@ -124,6 +124,20 @@ def test_dask_bad_input_raises_at_compute(client, data):
         CSLS(k=3).fit(da.from_array(bank[:2]))
 
 
+@pytest.mark.parametrize("metric", ["cosine", "dot"])
+@pytest.mark.parametrize("make", [InvertedSoftmax, Centering, lambda **kw: CSLS(k=3, **kw)],
+                         ids=["products", "bank rows", "bank-row top k"])
+def test_a_dask_bank_names_its_bad_embedding(rng, make, metric):
+    # Dask banks are not checked whole at fit's entry: the row that a task prepares
+    # (for a product, or for a fit that reads the bank rows) is named, as NumPy's is.
+    bank, gallery = rng.normal(size=(300, 8)), rng.normal(size=(20, 8))
+    bank[123, 5] = np.inf
+    for chunks in [(70, 8), (300, 8)]:
+        with pytest.raises(ValueError, match=r"querybank contains NaN or infinity: querybank "
+                                             r"embedding 123, dimension 5 is inf"):
+            make(metric=metric).fit(da.from_array(bank, chunks=chunks), gallery=gallery)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_joblib_dask_backend_runs_the_chunked_loops(client, data, estimator):

@@ -39,6 +39,17 @@ def products_stay_finite(queries, gallery_norm, dtype):
         return all_finite(queries) and largest_norm(queries) * gallery_norm < np.finfo(dtype).max / 4
 
 
+def check_finite_embeddings(embeddings, rows, name):
+    """An error naming the first NaN/inf of the embeddings of the rows numbered ``rows``."""
+    if all_finite(embeddings):
+        return
+    bad = np.argwhere(~np.isfinite(embeddings))[0]
+    raise ValueError(
+        f"Input {name} contains NaN or infinity: {name} embedding {rows.start + bad[0]}, "
+        f"dimension {bad[1]} is {embeddings[tuple(bad)]}."
+    )
+
+
 def embedding_products(queries, gallery_t, rows, name, metric, first_column=0, *, gallery_norm=None, out=None):
     """``queries @ gallery_t``, or an error naming a non-finite embedding or an overflow.
 
@@ -50,12 +61,7 @@ def embedding_products(queries, gallery_t, rows, name, metric, first_column=0, *
         sims = np.matmul(queries, gallery_t, out=out)
     if products_stay_finite(queries, gallery_norm, sims.dtype) or all_finite(sims):
         return sims
-    if not all_finite(queries):  # dask banks reach here unchecked
-        bad = np.argwhere(~np.isfinite(queries))[0]
-        raise ValueError(
-            f"Input {name} contains NaN or infinity: embedding {rows.start + bad[0]}, "
-            f"dimension {bad[1]} is {queries[tuple(bad)]}."
-        )
+    check_finite_embeddings(queries, rows, name)  # dask banks reach here unchecked
     bad = np.argwhere(~np.isfinite(sims))[0]
     raise ValueError(
         f"The similarity of {name} row {rows.start + bad[0]} to gallery item "

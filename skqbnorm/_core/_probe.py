@@ -8,7 +8,7 @@ read block by block) or computed block by block from bank and gallery embeddings
 import numpy as np
 from sklearn.preprocessing import normalize
 
-from ._finite import check_finite_block, embedding_products, largest_norm
+from ._finite import check_finite_block, check_finite_embeddings, embedding_products, largest_norm
 from ._memory import MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 
 
@@ -86,10 +86,20 @@ class ProbeMatrix:
         """
         if self.gallery_t is None:
             return np.asarray(self.bank[rows], dtype=self.dtype)
-        queries = prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
         first = slice(first_row + rows.start, first_row + rows.stop)
-        return embedding_products(queries, self.gallery_t, first, self.name, self.metric,
-                                  gallery_norm=self.gallery_norm, out=out)
+        return embedding_products(self.prepared(rows, first), self.gallery_t, first, self.name,
+                                  self.metric, gallery_norm=self.gallery_norm, out=out)
+
+    def prepared(self, rows, numbered):
+        """The bank embeddings ``rows`` prepared for the metric (``prepare_embeddings``);
+        a NaN or an infinity among them (a dask bank's, unchecked) is named, its row
+        numbered by ``numbered``."""
+        embeddings = np.asarray(self.bank[rows], dtype=self.dtype)
+        try:
+            return prepare_embeddings(embeddings, self.metric)
+        except ValueError:  # scikit-learn's normalize refuses NaN and infinity unnamed
+            check_finite_embeddings(embeddings, numbered, self.name)
+            raise
 
     def entries(self, rows, columns):
         """The precomputed similarities ``P[rows, columns]`` (index arrays, broadcast) as ``self.dtype``."""
@@ -169,11 +179,11 @@ class ProbeMatrix:
 
 
 class _PreparedRows(ProbeMatrix):
-    """Blocks of prepared bank embeddings (unit rows for cosine); checked at fit's entry."""
+    """Blocks of prepared bank embeddings (unit rows for cosine), checked as they are prepared."""
 
     def block(self, rows, first_row=0, out=None):
-        return prepare_embeddings(np.asarray(self.bank[rows], dtype=self.dtype), self.metric)
+        return self.prepared(rows, slice(first_row + rows.start, first_row + rows.stop))
 
     def check(self, block, rows):
         """Nothing to check: a NumPy bank's embeddings were checked whole
-        (``check_embeddings``), and preparing unit rows refuses NaN and infinity."""
+        (``check_embeddings``), and ``prepared`` names a dask bank's bad embedding."""
