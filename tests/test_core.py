@@ -2,7 +2,10 @@
 column trees and the moments, each against values written out by hand or closed forms."""
 
 import contextlib
+import multiprocessing
+import threading
 from fractions import Fraction
+from functools import partial
 
 import numpy as np
 import pytest
@@ -295,6 +298,39 @@ def test_jobs_share_the_blas_threads(monkeypatch, cpu_count, expected):
     _recorded_reduction(np.ones((4, 2)), 1, n_jobs=2)
     assert recorded == [(expected, "blas")]
     assert type(recorded[0][0]) is int
+
+
+def test_blas_thread_work_runs_on_kept_threads():
+    # Both groups run at once (each waits for the other), on two kept threads, the
+    # same for the next call; a call from one of them (which the pool could not
+    # serve while its threads wait) runs on its caller's thread.
+    def on_thread(group, barrier):
+        barrier.wait(timeout=30)
+        return [(part, threading.current_thread().name, _parallel.in_blas_threads(len, [1, 2], 2))
+                for part in group]
+
+    first, second = (_parallel.in_blas_threads(partial(on_thread, barrier=threading.Barrier(2)),
+                                               list(range(5)), 2) for _ in range(2))
+    assert [part for group in first for part, _, _ in group] == list(range(5))
+    names = {name for group in first for _, name, _ in group}
+    assert len(names) == 2 and all(name.startswith("skqbnorm") for name in names)
+    assert {name for group in second for _, name, _ in group} == names
+    assert all(nested == [2] for group in first for _, _, nested in group)
+
+
+def _in_forked_child(queue):
+    queue.put(_parallel.in_blas_threads(sum, [1, 2, 3, 4], 2))
+
+
+def test_a_forked_child_gets_threads_of_its_own():
+    # The parent's kept threads do not exist in a forked child: it starts its own.
+    _parallel.in_blas_threads(sum, [1, 2], 2)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_in_forked_child, args=(queue,))
+    child.start()
+    child.join(timeout=60)
+    assert child.exitcode == 0 and queue.get(timeout=1) == [3, 7]
 
 
 # ------------------------------------------------------------------ reduction trees

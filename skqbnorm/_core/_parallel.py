@@ -88,14 +88,35 @@ def in_blas_threads(search, parts, n_threads=None):
     The selection after a product is as parallel as the product itself: it runs on
     as many threads as the BLAS may use (``threadpoolctl`` limits both; a job of
     ``n_jobs`` has its share), or on ``n_threads``. Each part's result does not
-    depend on the split.
+    depend on the split. The threads are kept (``worker_pool``); a call from one of
+    them runs on its caller's thread.
     """
     n_threads = min(blas_threads() if n_threads is None else n_threads, len(parts))
-    if n_threads <= 1:
+    if n_threads <= 1 or getattr(_WORKER, "busy", False):
         return [search(parts)]
     groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
-    with ThreadPoolExecutor(n_threads) as pool:
-        return list(pool.map(search, groups))
+    return list(worker_pool(n_threads).map(search, groups))
+
+
+#: Marks the threads of ``worker_pool``: their work may not wait for the pool.
+_WORKER = threading.local()
+
+
+def _mark_worker():
+    _WORKER.busy = True
+
+
+@cache
+def worker_pool(n_threads):
+    """A pool of ``n_threads`` threads kept for the process (a fresh one in a forked child).
+
+    Starting the threads for every search cost about 4 ms a thread on a 2-core
+    machine, 5% of a 2,000-query search of a 10,000-item gallery.
+    """
+    return ThreadPoolExecutor(n_threads, thread_name_prefix="skqbnorm", initializer=_mark_worker)
+
+
+os.register_at_fork(after_in_child=worker_pool.cache_clear)  # a child has none of the threads
 
 
 #: Held while the BLAS is limited to one thread for work that runs its own threads.
