@@ -8,9 +8,7 @@ from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, 
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import validate_data
 
-from .._core import (
-    ProbeMatrix,
-)
+from .._core import ProbeMatrix, largest_norm
 from .._dask import is_dask_array
 from .._validation import (
     NotBool,
@@ -209,6 +207,7 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         prepared = prepared_gallery(gallery, bank_shape, bank_dtype, self.metric)
         # The fitted gallery is the normaliser's own, whatever later becomes of the caller's.
         self.gallery_embeddings_ = prepared.copy() if np.may_share_memory(prepared, gallery) else prepared
+        self._gallery_norm = largest_norm(self.gallery_embeddings_)  # for top_k's overflow test
         self._set_n_gallery(len(prepared))
         return self.gallery_embeddings_
 

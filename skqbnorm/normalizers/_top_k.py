@@ -304,7 +304,10 @@ class TopKMixin:
             return read, sims.shape[0], dtype, lambda rows: False
         prepared = self.prepare_queries(queries)
         gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
-        gallery_norm = largest_norm(gallery)  # bounds every product (see products_stay_finite)
+        # bounds every product (see products_stay_finite); the fitted gallery's, found at fit
+        gallery_norm = getattr(self, "_gallery_norm", None) if gallery is self.gallery_embeddings_ else None
+        if gallery_norm is None:
+            gallery_norm = largest_norm(gallery)
 
         def product(rows, columns, checked=True):
             """The products; unless ``checked``, not yet tested for overflow."""
