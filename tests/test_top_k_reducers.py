@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 
 import skqbnorm._core._parallel
 import skqbnorm._core._probe
+import skqbnorm._core._products
 import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
@@ -477,6 +478,33 @@ def test_top_k_selects_in_as_many_threads_as_the_blas_with_the_same_result(rng, 
     assert_array_equal(found[0] if return_scores else found, expected[0])
     if return_scores:
         assert_allclose(found[1], expected[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("in_parts", [True, False], ids=["parts on one BLAS thread", "blocks"])
+@pytest.mark.parametrize("metric, dtype", [("cosine", np.float32), ("dot", np.float64)])
+def test_similarities_and_top_k_read_the_same_products(rng, monkeypatch, in_parts, metric, dtype):
+    # Parts of 4 query rows (the last of 1) on one BLAS thread each, spread over 1 to
+    # 3 threads, or (a gallery too wide for parts) blocks on the BLAS's threads:
+    # similarities and top_k multiply alike, so top_k is transform then a stable
+    # sort, bitwise, and the products are the same for every thread count.
+    monkeypatch.setattr(skqbnorm._core._products, "SEARCH_PRODUCT_ROWS", 4)
+    monkeypatch.setattr(skqbnorm._core._products, "MIN_SEARCH_PRODUCT_ROWS", 4 if in_parts else 8)
+    bank, gallery, queries = (rng.normal(size=(n, 9)).astype(dtype) for n in (70, 400, 17))
+    for estimator in (NearestNeighborNormalization(k=4, alpha=0.7), DynamicInvertedSoftmax(), CSLS(k=3)):
+        fitted = estimator.set_params(metric=metric).fit(bank, gallery=gallery)
+        assert skqbnorm._core.searches_in_parts(400, np.dtype(dtype).itemsize) == in_parts
+        products = []
+        for n_threads in (1, 2, 3) if in_parts else (1,):
+            monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda n=n_threads: n)
+            sims = fitted.similarities(queries)
+            expected = stable_top_k(fitted.transform(sims), 6)
+            indices, scores = fitted.top_k(queries=queries, k=6)
+            assert_array_equal(indices, expected[0])
+            assert_array_equal(scores, expected[1])
+            assert_array_equal(fitted.top_k(queries=queries, k=6, return_scores=False), expected[0])
+            products.append(sims)
+        for sims in products[1:]:
+            assert_array_equal(sims, products[0])
 
 
 def test_blas_threads_follows_threadpoolctl_limits():

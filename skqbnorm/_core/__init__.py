@@ -8,6 +8,7 @@ outside this package:
   an overflow;
 - ``_moments``: means and moments that neither overflow nor underflow;
 - ``_probe``: ``ProbeMatrix``, row blocks of the bank-by-gallery similarities;
+- ``_products``: query products as a search makes them (parts on one BLAS thread);
 - ``_trees``: column reductions over a fixed tree of bank rows (soft maxima, means,
   moments), bitwise the same for every split, and ``RowMoments``;
 - ``_column_top_k``: the mean of every column's k largest entries;
@@ -38,6 +39,13 @@ from ._parallel import (
     reduce_rows,
 )
 from ._probe import ProbeMatrix, prepare_embeddings
+from ._products import (
+    in_product_threads,
+    product_parts,
+    query_products,
+    search_product_rows,
+    searches_in_parts,
+)
 from ._top_k import (
     RowTopKUnion,
     best_k,
@@ -83,19 +91,24 @@ __all__ = [
     "finite_mean",
     "gallery_item",
     "in_blas_threads",
+    "in_product_threads",
     "largest_norm",
     "leaf_rows",
     "merge_top_k",
     "moments",
     "one_blas_thread",
     "prepare_embeddings",
+    "product_parts",
     "products_stay_finite",
+    "query_products",
     "reduce_bank",
     "reduce_rows",
     "row_top1",
     "row_top_k",
     "row_top_k_indices",
     "rows_per_chunk",
+    "search_product_rows",
+    "searches_in_parts",
     "take_rows",
     "top_k_mask",
 ]

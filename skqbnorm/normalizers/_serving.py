@@ -29,9 +29,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._core import (
     all_finite,
     check_finite_block,
-    embedding_products,
     gallery_item,
     prepare_embeddings,
+    query_products,
     rows_per_chunk,
 )
 from .._dask import is_dask_array, transform_dask
@@ -230,9 +230,9 @@ class ServingMixin:
         """
         check_is_fitted(self)
         queries = self.prepare_queries(queries)
-        gallery_t = self.gallery_embeddings_.T.astype(queries.dtype, copy=False)
-        rows = slice(0, len(queries))
-        return embedding_products(queries, gallery_t, rows, "queries", self.metric)
+        gallery_t = self.gallery_embeddings_.astype(queries.dtype, copy=False).T
+        # multiplied as top_k multiplies them, so that both read the same values
+        return query_products(queries, gallery_t, self.metric)
 
     def prepare_queries(self, queries):
         """Validated query embeddings, prepared for a dot product under ``metric``.

@@ -19,11 +19,14 @@ from .._core import (
     check_finite_block,
     embedding_products,
     in_blas_threads,
+    in_product_threads,
     largest_norm,
     merge_top_k,
+    product_parts,
     products_stay_finite,
     row_top_k_indices,
     rows_per_chunk,
+    searches_in_parts,
 )
 from .._validation import FLOAT_DTYPES, float_dtype, naming
 
@@ -43,17 +46,21 @@ class TopKMixin:
 
         Never materialises the n_queries x n_gallery score matrix: query rows are
         taken in blocks of whole rows, each block scored once and cut to its top k
-        without sorting whole rows. Blocks of ``X`` fit ``working_memory``; in
-        embedding mode, one matrix product per block of up to 256 MiB. When fewer
+        without sorting whole rows. Blocks of ``X`` fit ``working_memory``, and are
+        cut to their top k in as many threads as the BLAS may use
+        (``threadpoolctl`` limits both); with ``n_jobs``, blocks are searched in
+        parallel threads, each with its share of the BLAS threads. In embedding
+        mode, the queries are multiplied in parts of up to 256 rows (32 MiB), each
+        part multiplied on one BLAS thread and cut to its top k by the thread that
+        multiplied it, while in cache, the parts over as many threads as the BLAS
+        may use (``n_jobs`` adds none); :meth:`similarities` multiplies the same
+        parts. Galleries too wide for parts of 64 rows (over 131,072 float32
+        items) take one product per block of up to 256 MiB instead. When fewer
         than 8 whole rows fit (a gallery of millions), or when ``chunks`` are
         given, the gallery is streamed in column chunks within ``working_memory``
         with a running top k, and methods whose scores need a whole row (DIS, CSLS,
-        GC) read each row twice. Each block of whole rows is cut to its top k in
-        as many threads as the BLAS may use (``threadpoolctl`` limits both); with
-        ``n_jobs``, blocks are searched in parallel threads, each with its share of
-        the BLAS threads. The result
-        equals ``transform`` followed by a stable sort of each row: ties go to the
-        lowest gallery index.
+        GC) read each row twice. The result equals ``transform`` followed by a
+        stable sort of each row: ties go to the lowest gallery index.
 
         Parameters
         ----------
@@ -114,29 +121,31 @@ class TopKMixin:
         read, n_queries, dtype, vouched = self._query_source(X, queries)
         indices = np.empty((n_queries, k), dtype=np.intp)
         scores = np.empty((n_queries, k), dtype=dtype)
+        by_bias = not return_scores and self._ranks_by_bias()
+        itemsize = np.dtype(dtype).itemsize
+        if X is None and searches_in_parts(n_gallery, itemsize):
+            return self._search_products(read, n_queries, dtype, vouched, k, by_bias)
         # Products of many query rows make the most of BLAS; given similarities
         # are read within working_memory.
         budget = PRODUCT_MEMORY if X is None else self.working_memory
-        whole_rows = min(n_queries, rows_per_chunk(n_gallery, np.dtype(dtype).itemsize, budget, 3))
+        whole_rows = min(n_queries, rows_per_chunk(n_gallery, itemsize, budget, 3))
         if whole_rows >= MIN_WHOLE_ROWS:
             # One read (or matrix product) per block of whole rows: scores need no second pass.
             batches = list(gen_batches(n_queries, whole_rows))
 
-            by_bias = not return_scores and self._ranks_by_bias()
-
             def search(rows):
                 if not by_bias:
-                    sims = read(rows, slice(None))
+                    sims = read(rows, slice(0, n_gallery))
                 else:
                     # A product is ours to overwrite, and the finite test of the ranking
                     # covers it; given similarities are neither.
                     owned = X is None
-                    sims = read(rows, slice(None), checked=not owned)
+                    sims = read(rows, slice(0, n_gallery), checked=not owned)
                     found = self._search_by_bias(sims, rows, k, in_place=owned, finite=vouched(rows))
                     if found is not None:
                         return found
                     if owned:  # overwritten: the product again, checked
-                        sims = read(rows, slice(None))
+                        sims = read(rows, slice(0, n_gallery))
                 return self._search_by_scores(sims, rows, k)
 
             n_parts = min(effective_n_jobs(self.n_jobs), len(batches))
@@ -162,6 +171,34 @@ class TopKMixin:
         exponential for probabilities)."""
         return self.capabilities.bias_form
 
+    def _search_products(self, product, n_queries, dtype, vouched, k, by_bias):
+        """Top k of each query row from its embeddings: each part of the rows
+        (``product_parts``) multiplied and searched in one thread, in cache."""
+        n_gallery = self.n_features_in_
+        every = slice(0, n_gallery)
+        parts = product_parts(n_queries, n_gallery, np.dtype(dtype).itemsize)
+        rank = self._bias_ranker(dtype) if by_bias else None
+
+        def search(group):
+            sims, out = (np.empty((group[0].stop - group[0].start, n_gallery), dtype) for _ in range(2))
+            found = []
+            for rows in group:
+                part = sims[: rows.stop - rows.start]
+                if rank is not None:
+                    # The product is ours to overwrite, and the finite test of the
+                    # ranking covers it: it is tested only if the ranking overflows.
+                    ranked = rank(product(rows, every, checked=False, out=part), rows,
+                                  in_place=True, finite=vouched(rows))
+                    if ranked is not None:
+                        found.append(row_top_k_indices(ranked, k))
+                        continue
+                product(rows, every, out=part)  # checked
+                scored = self.score_block(part, every, None, rows, out=out[: len(part)])
+                found.append(row_top_k_indices(scored, k))
+            return found
+
+        return _joined(in_product_threads(search, parts))
+
     def _search_by_scores(self, sims, rows, k):
         """Top k of each row by its scores, a few rows at a time (see ``_search_in_parts``)."""
 
@@ -171,26 +208,36 @@ class TopKMixin:
         return self._search_in_parts(sims, rows, k, scored)
 
     def _search_by_bias(self, sims, rows, k, in_place, finite=False):
-        """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow.
+        """Top k of each row by ``s - bias``, a few rows at a time, or None on overflow
+        (see ``_bias_ranker``)."""
+        rank = self._bias_ranker(sims.dtype)
 
-        ``finite``: the products are known to lie below a quarter of the largest
-        float (see ``products_stay_finite``), so that with a bias below another
-        quarter ``s - bias`` needs no test.
+        def ranked(part, part_rows, out):
+            return rank(part, part_rows, in_place, finite)
+
+        return self._search_in_parts(sims, rows, k, ranked)
+
+    def _bias_ranker(self, dtype):
+        """``rank(sims, rows, in_place, finite=False)``: ``sims - bias``, or None on overflow.
+
+        A gated row takes the bias of its form, which follows its raw top-1 (the
+        lowest index among ties). ``finite``: the products are known to lie below a
+        quarter of the largest float (see ``products_stay_finite``), so that with a
+        bias below another quarter ``s - bias`` needs no test.
         """
         if self.capabilities.gated:
             # One bias per row form, then zeros for the rows that no gate admits (form -1).
             forms = [bias for bias, _ in self._gated_biases()]
-            biases = np.vstack([*forms, np.zeros(sims.shape[1])]).astype(sims.dtype)
+            biases = np.vstack([*forms, np.zeros(self.n_features_in_)]).astype(dtype)
         else:
-            biases = self._gallery_bias().astype(sims.dtype)
-        finite = finite and bool(np.abs(biases).max(initial=0) < np.finfo(sims.dtype).max / 4)
+            biases = self._gallery_bias().astype(dtype)
+        small = bool(np.abs(biases).max(initial=0) < np.finfo(dtype).max / 4)
 
-        def ranked(part, part_rows, out):
-            # a gated row's form follows its raw top-1 (the lowest index among ties)
-            bias = biases[self._row_forms(part.argmax(axis=1))] if biases.ndim == 2 else biases
-            return self._bias_ranked(part, bias, part_rows, in_place, finite)
+        def rank(sims, rows, in_place, finite=False):
+            bias = biases[self._row_forms(sims.argmax(axis=1))] if biases.ndim == 2 else biases
+            return self._bias_ranked(sims, bias, rows, in_place, finite and small)
 
-        return self._search_in_parts(sims, rows, k, ranked)
+        return rank
 
     @staticmethod
     def _search_in_parts(sims, rows, k, rank):
@@ -309,14 +356,14 @@ class TopKMixin:
         if gallery_norm is None:
             gallery_norm = largest_norm(gallery)
 
-        def product(rows, columns, checked=True):
-            """The products; unless ``checked``, not yet tested for overflow."""
+        def product(rows, columns, checked=True, out=None):
+            """The products (into ``out``); unless ``checked``, not yet tested for overflow."""
             if not checked:
                 with np.errstate(over="ignore", invalid="ignore"):
-                    return prepared[rows] @ gallery[columns].T
+                    return np.matmul(prepared[rows], gallery[columns].T, out=out)
             return embedding_products(
                 prepared[rows], gallery[columns].T, rows, "queries", self.metric, columns.start,
-                gallery_norm=gallery_norm,
+                gallery_norm=gallery_norm, out=out,
             )
 
         def vouched(rows):
