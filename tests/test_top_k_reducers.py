@@ -9,6 +9,7 @@ Both must equal a full stable sort, whatever the blocks, ties and merges.
 
 import itertools
 import pickle
+import threading
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 
@@ -158,6 +159,31 @@ def test_one_blas_thread_restores_the_limit_under_concurrent_holders():
 
     with ThreadPoolExecutor(4) as pool:
         assert set(pool.map(hold, range(8))) == {before}
+    assert blas_threads() == before
+
+
+def test_one_blas_thread_may_be_entered_again_and_from_the_kept_threads():
+    # The holder enters again; work on the kept threads, which the holder waits for,
+    # enters too (with the lock held by its caller, a lock of its own would never come).
+    before = blas_threads()
+
+    def nested(group):
+        with one_blas_thread() as n_threads:
+            return n_threads, blas_threads()
+
+    def hold():
+        with one_blas_thread() as outer, one_blas_thread() as inner:
+            found = skqbnorm._core._parallel.in_blas_threads(nested, [0, 1], 2)
+            return outer, inner, blas_threads(), found
+
+    results = []
+    holder = threading.Thread(target=lambda: results.append(hold()), daemon=True)
+    holder.start()
+    holder.join(timeout=60)
+    assert not holder.is_alive(), "one_blas_thread deadlocked"
+    (outer, inner, inside, found), = results
+    assert (outer, inner, inside) == (before, 1, 1)
+    assert found == [(1, 1), (1, 1)]
     assert blas_threads() == before
 
 

@@ -95,7 +95,14 @@ def in_blas_threads(search, parts, n_threads=None):
     if n_threads <= 1 or getattr(_WORKER, "busy", False):
         return [search(parts)]
     groups = [parts[group[0] : group[-1] + 1] for group in np.array_split(np.arange(len(parts)), n_threads)]
+    if getattr(_HOLDER, "depth", 0):  # the caller's limit, in each thread (see one_blas_thread)
+        search = partial(_on_one_blas_thread, search)
     return list(worker_pool(n_threads).map(search, groups))
+
+
+def _on_one_blas_thread(search, group):
+    with one_blas_thread():
+        return search(group)
 
 
 #: Marks the threads of ``worker_pool``: their work may not wait for the pool.
@@ -120,7 +127,9 @@ os.register_at_fork(after_in_child=worker_pool.cache_clear)  # a child has none 
 
 
 #: Held while the BLAS is limited to one thread for work that runs its own threads.
-_ONE_BLAS_THREAD = threading.Lock()
+_ONE_BLAS_THREAD = threading.RLock()
+#: How many times the current thread has entered ``one_blas_thread``.
+_HOLDER = threading.local()
 
 
 @contextmanager
@@ -130,12 +139,25 @@ def one_blas_thread():
     For work that spreads its own products over threads: each product then runs on
     one thread, so that it rounds the same way whatever the thread count. One holder
     at a time (a lock), so that concurrent holders (jobs, dask tasks) neither
-    oversubscribe nor restore each other's limits.
+    oversubscribe nor restore each other's limits. The holder may enter again; the
+    kept threads (``worker_pool``), whose work a holder may be waiting for, enter
+    without the lock, limiting only their own thread, and ``in_blas_threads`` enters
+    for them when its caller holds the limit.
     """
-    with _ONE_BLAS_THREAD:
-        n_threads = blas_threads()
+    if getattr(_WORKER, "busy", False):
+        # An OpenMP BLAS keeps a limit per thread: the caller's does not reach here.
         with _thread_controller().limit(limits=1, user_api="blas"):
-            yield n_threads
+            yield 1
+        return
+    with _ONE_BLAS_THREAD:
+        depth = getattr(_HOLDER, "depth", 0)
+        _HOLDER.depth = depth + 1
+        try:
+            n_threads = blas_threads()
+            with _thread_controller().limit(limits=1, user_api="blas"):
+                yield n_threads
+        finally:
+            _HOLDER.depth = depth
 
 
 def blas_share(n_parts):
