@@ -319,17 +319,35 @@ def test_blas_thread_work_runs_on_kept_threads():
 
 
 def _in_forked_child(queue):
-    queue.put(_parallel.in_blas_threads(sum, [1, 2, 3, 4], 2))
+    with _parallel.one_blas_thread() as n_threads:
+        queue.put(_parallel.in_blas_threads(sum, [1, 2, 3, 4], max(n_threads, 2)))
 
 
-def test_a_forked_child_gets_threads_of_its_own():
-    # The parent's kept threads do not exist in a forked child: it starts its own.
+def test_a_forked_child_gets_threads_and_a_lock_of_its_own():
+    # The parent's kept threads do not exist in a forked child, nor the thread that
+    # holds the BLAS limit's lock at the fork: the child starts its own of both.
     _parallel.in_blas_threads(sum, [1, 2], 2)
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_in_forked_child, args=(queue,))
-    child.start()
-    child.join(timeout=60)
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with _parallel.one_blas_thread():
+            held.set()
+            release.wait(timeout=60)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    held.wait(timeout=60)
+    try:
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_in_forked_child, args=(queue,))
+        child.start()
+        child.join(timeout=60)
+        if child.is_alive():
+            child.kill()
+    finally:
+        release.set()
+        holder.join(timeout=60)
     assert child.exitcode == 0 and queue.get(timeout=1) == [3, 7]
 
 

@@ -123,7 +123,15 @@ def worker_pool(n_threads):
     return ThreadPoolExecutor(n_threads, thread_name_prefix="skqbnorm", initializer=_mark_worker)
 
 
-os.register_at_fork(after_in_child=worker_pool.cache_clear)  # a child has none of the threads
+def _after_fork_in_child():
+    """A forked child has none of the kept threads, nor the thread that may have held
+    ``one_blas_thread``'s lock at the fork, to release it."""
+    global _ONE_BLAS_THREAD
+    worker_pool.cache_clear()
+    _ONE_BLAS_THREAD = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 #: Held while the BLAS is limited to one thread for work that runs its own threads.
