@@ -34,13 +34,13 @@ from ._parallel import (
     blas_share,
     blas_threads,
     in_blas_threads,
+    in_product_threads,
     one_blas_thread,
     reduce_bank,
     reduce_rows,
 )
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._products import (
-    in_product_threads,
     product_parts,
     query_products,
     search_product_rows,

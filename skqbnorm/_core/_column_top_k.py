@@ -3,7 +3,7 @@
 import numpy as np
 
 from ._moments import finite_mean
-from ._parallel import in_blas_threads, one_blas_thread
+from ._parallel import in_product_threads
 from ._probe import product_rows
 from ._top_k import places_in_rows
 from ._trees import leaf_rows
@@ -188,8 +188,7 @@ class BankRowColumnTopKMean:
                     values.partition(n_values - self.k, axis=1)
                 top[strip] = values[:, n_values - top.shape[1] :]
 
-        with one_blas_thread() as n_threads:
-            in_blas_threads(merge_strips, strips, n_threads)
+        in_product_threads(merge_strips, strips)
         self.top = top
 
     def _settle(self):

@@ -33,7 +33,7 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from ._memory import rows_per_chunk
-from ._parallel import in_blas_threads, one_blas_thread
+from ._parallel import in_product_threads
 from ._top_k import grouped_entries, places_in_rows
 
 #: Entries per group: a row's group maxima (group g holds the entries g, g + n_groups,
@@ -396,8 +396,7 @@ def exact_row_top_k(left, right, error, k, exact, *, unit_diagonal=False, least=
     else:
         # Each thread multiplies its blocks on one BLAS thread and selects from them
         # while they are in cache; the result is exact whatever rounds the products.
-        with one_blas_thread() as n_threads:
-            in_blas_threads(search, blocks, n_threads)
+        in_product_threads(search, blocks)
     return indices, values, smallest
 
 

@@ -168,6 +168,17 @@ def one_blas_thread():
             _HOLDER.depth = depth
 
 
+def in_product_threads(search, parts):
+    """``search(group)`` for groups of ``parts`` on the BLAS's threads, each thread's
+    products on one BLAS thread (``one_blas_thread``): the groups' results, in order.
+
+    For work that multiplies and then reduces each part in the same thread, while
+    it is in cache, and whose products must round the same way for any thread count.
+    """
+    with one_blas_thread() as n_threads:
+        return in_blas_threads(search, parts, n_threads)
+
+
 def blas_share(n_parts):
     """Context in which each of ``n_parts`` parallel jobs may use its share of the cores.
 

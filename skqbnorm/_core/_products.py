@@ -14,7 +14,7 @@ from sklearn.utils import gen_batches
 
 from ._finite import embedding_products
 from ._memory import rows_per_chunk
-from ._parallel import in_blas_threads, one_blas_thread
+from ._parallel import in_product_threads
 
 #: MiB and rows, at most, of one part's product.
 SEARCH_PRODUCT_MEMORY = 32
@@ -40,13 +40,6 @@ def searches_in_parts(n_columns, itemsize):
 def product_parts(n_queries, n_columns, itemsize):
     """The parts (slices of query rows) that a search of ``n_queries`` multiplies one by one."""
     return list(gen_batches(n_queries, search_product_rows(n_columns, itemsize)))
-
-
-def in_product_threads(search, parts):
-    """``search(group)`` for groups of ``parts`` on the BLAS's threads, each
-    thread's products on one BLAS thread: a list of the groups' results, in order."""
-    with one_blas_thread() as n_threads:
-        return in_blas_threads(search, parts, n_threads)
 
 
 def query_products(queries, gallery_t, metric, gallery_norm=None, name="queries"):
