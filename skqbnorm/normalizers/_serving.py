@@ -30,6 +30,7 @@ from .._core import (
     all_finite,
     check_finite_block,
     gallery_item,
+    largest_norm,
     prepare_embeddings,
     query_products,
     rows_per_chunk,
@@ -230,9 +231,16 @@ class ServingMixin:
         """
         check_is_fitted(self)
         queries = self.prepare_queries(queries)
-        gallery_t = self.gallery_embeddings_.astype(queries.dtype, copy=False).T
+        gallery, gallery_norm = self._gallery_in(queries.dtype)
         # multiplied as top_k multiplies them, so that both read the same values
-        return query_products(queries, gallery_t, self.metric)
+        return query_products(queries, gallery.T, self.metric, gallery_norm=gallery_norm)
+
+    def _gallery_in(self, dtype):
+        """The fitted gallery embeddings in ``dtype``, and their largest norm, which
+        bounds every product (see ``products_stay_finite``): fit's, for its dtype."""
+        gallery = self.gallery_embeddings_.astype(dtype, copy=False)
+        norm = getattr(self, "_gallery_norm", None) if gallery is self.gallery_embeddings_ else None
+        return gallery, largest_norm(gallery) if norm is None else norm
 
     def prepare_queries(self, queries):
         """Validated query embeddings, prepared for a dot product under ``metric``.

@@ -20,7 +20,6 @@ from .._core import (
     embedding_products,
     in_blas_threads,
     in_product_threads,
-    largest_norm,
     merge_top_k,
     product_parts,
     products_stay_finite,
@@ -350,11 +349,7 @@ class TopKMixin:
 
             return read, sims.shape[0], dtype, lambda rows: False
         prepared = self.prepare_queries(queries)
-        gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
-        # bounds every product (see products_stay_finite); the fitted gallery's, found at fit
-        gallery_norm = getattr(self, "_gallery_norm", None) if gallery is self.gallery_embeddings_ else None
-        if gallery_norm is None:
-            gallery_norm = largest_norm(gallery)
+        gallery, gallery_norm = self._gallery_in(prepared.dtype)
 
         def product(rows, columns, checked=True, out=None):
             """The products (into ``out``); unless ``checked``, not yet tested for overflow."""
