@@ -14,3 +14,10 @@ def rows_per_chunk(n_columns, itemsize, working_memory=None, n_buffers=2):
     """Number of rows such that ``n_buffers`` blocks of ``n_columns`` fit the budget."""
     budget = (DEFAULT_WORKING_MEMORY if working_memory is None else working_memory) * 2**20
     return max(1, int(budget // (max(n_columns, 1) * itemsize * n_buffers)))
+
+
+def power_of_two_rows(n_columns, itemsize, memory, most):
+    """The most rows of ``n_columns`` items of ``itemsize`` bytes that fit ``memory``
+    MiB, at most ``most``, rounded down to a power of two (at least one row)."""
+    affordable = rows_per_chunk(n_columns, itemsize, memory, n_buffers=1)
+    return 1 << (min(most, affordable).bit_length() - 1)

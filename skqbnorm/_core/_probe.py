@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.preprocessing import normalize
 
 from ._finite import check_finite_block, check_finite_embeddings, embedding_products, largest_norm
-from ._memory import MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
+from ._memory import MIN_PRODUCT_ROWS, PRODUCT_MEMORY, power_of_two_rows, rows_per_chunk
 
 
 def prepare_embeddings(embeddings, metric):
@@ -29,8 +29,7 @@ def prepare_embeddings(embeddings, metric):
 
 def product_rows(n_columns, itemsize, align=1):
     """``ProbeMatrix.product_rows`` of a gallery of ``n_columns`` items of ``itemsize`` bytes."""
-    affordable = rows_per_chunk(n_columns, itemsize, PRODUCT_MEMORY, n_buffers=1)
-    return max(align, 1 << (min(MIN_PRODUCT_ROWS, affordable).bit_length() - 1))
+    return max(align, power_of_two_rows(n_columns, itemsize, PRODUCT_MEMORY, MIN_PRODUCT_ROWS))
 
 
 class ProbeMatrix:

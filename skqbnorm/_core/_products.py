@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from ._finite import embedding_products
-from ._memory import rows_per_chunk
+from ._memory import power_of_two_rows
 from ._parallel import in_product_threads
 
 #: MiB and rows, at most, of one part's product.
@@ -27,8 +27,7 @@ MIN_SEARCH_PRODUCT_ROWS = 64
 
 def search_product_rows(n_columns, itemsize):
     """Query rows per product of a search: a power of two, from the gallery size alone."""
-    affordable = rows_per_chunk(n_columns, itemsize, SEARCH_PRODUCT_MEMORY, n_buffers=1)
-    return 1 << (min(SEARCH_PRODUCT_ROWS, affordable).bit_length() - 1)
+    return power_of_two_rows(n_columns, itemsize, SEARCH_PRODUCT_MEMORY, SEARCH_PRODUCT_ROWS)
 
 
 def searches_in_parts(n_columns, itemsize):

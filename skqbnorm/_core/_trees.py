@@ -3,6 +3,7 @@
 import numpy as np
 
 from ._finite import all_finite
+from ._memory import power_of_two_rows
 from ._moments import moments
 from ._parallel import one_blas_thread
 
@@ -17,8 +18,7 @@ def leaf_rows(n_columns):
     About ``LEAF_MEMORY`` MiB of float64 and at most ``MAX_LEAF_ROWS`` rows; fit's
     blocks and jobs hold whole leaves, so a block has at least this many rows.
     """
-    rows = LEAF_MEMORY * 2**20 // (8 * max(n_columns, 1))
-    return 1 << min(MAX_LEAF_ROWS.bit_length() - 1, max(rows, 1).bit_length() - 1)
+    return power_of_two_rows(n_columns, 8, LEAF_MEMORY, MAX_LEAF_ROWS)
 
 
 class ColumnTree:
