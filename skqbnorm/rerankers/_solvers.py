@@ -1,11 +1,15 @@
 """The sparse symmetric solves shared by the closed-form rerankers, and component placement."""
 
 
+import warnings
+
 import numpy as np
 from scipy import sparse
+from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import cg, splu
 
+from .._core import DEFAULT_WORKING_MEMORY
 from ._graph import pair_laplacian
 
 #: Relative residual at which conjugate gradients stop.
@@ -14,8 +18,16 @@ TOLERANCE = 1e-10
 #: loop, about 25 microseconds), in floating-point operations at about 2 GFLOP/s.
 ITERATION_OVERHEAD = 50_000
 #: Conjugate gradients are not tried when a factorisation costs less than this many
-#: of their iterations: a Jacobi-preconditioned solve to ``TOLERANCE`` takes more.
+#: of their iterations: the rerankers' Jacobi-preconditioned systems took 11-43 to
+#: reach ``TOLERANCE`` at their defaults (32-d k-NN lists of 50 to 2,000 items), more
+#: at small c, and a stop short of it pays for both solves.
 FEWEST_ITERATIONS = 50
+#: A dense LU (LAPACK's, blocked) in the units above: its ``2 n^3 / 3`` operations run
+#: about ten times as fast as a conjugate-gradient iteration's, and a call costs
+#: about 20 microseconds. k-NN systems of many-dimensional features fill in nearly
+#: densely (3.0 M entries of 4 M at 2,000 items), where SuperLU took 4-8 times as long.
+DENSE_SPEEDUP = 10
+DENSE_OVERHEAD = 40_000
 #: Relative c below which the anchored solve's correction term has reached its c -> 0 limit.
 SMALLEST_C = 1e-10
 #: Relative weight of the distance beyond which a closed form has reached its c -> inf limit.
@@ -74,8 +86,9 @@ def solve_anchored(prior, anchor, target, c, *, null):
 def solve_by_cost(system, rhs, start, *, factorise):
     """Solve the symmetric ``system @ x = rhs`` the cheaper way: iterations or a factorisation.
 
-    A factorisation costs at most a dense Cholesky's ``n^3 / 3`` operations (the fill
-    of a k-NN graph of many-dimensional features comes close: its separators are
+    A factorisation costs ``factorisation_flops``: a dense LU's where the system fits
+    the working memory, else at most a dense Cholesky's ``n^3 / 3`` operations (the
+    fill of a k-NN graph of many-dimensional features comes close: its separators are
     large); a Jacobi-preconditioned conjugate-gradient iteration costs one product
     with ``system`` and a few vector operations. Conjugate gradients run from
     ``start`` for as many iterations as the factorisation would cost (at most 20 per
@@ -108,23 +121,62 @@ def factorised_info():
 
 
 def factorisation_flops(n_items):
-    """A bound on the operations of a sparse factorisation: a dense Cholesky's."""
+    """What a factorisation costs, in the operations of a conjugate-gradient iteration
+    (see ``ITERATION_OVERHEAD``): a dense LU's where the system is held densely, else a
+    bound on a sparse one's (a dense Cholesky's operations, at the iterations' speed)."""
+    if holds_densely(n_items):
+        return 2 * n_items**3 / 3 / DENSE_SPEEDUP + DENSE_OVERHEAD
     return n_items**3 / 3
 
 
+def holds_densely(n_items):
+    """Whether a system of ``n_items`` unknowns is factorised densely: its float64
+    matrix fits the default working memory."""
+    return 8 * n_items**2 <= DEFAULT_WORKING_MEMORY * 2**20
+
+
 def factorised(system):
+    """A factorisation of the symmetric ``system`` with a ``solve(rhs)`` method: a dense
+    LU (``DenseLU``) where it is held densely, else a sparse one (``sparse_factorised``);
+    a singular system is refused by name."""
+    n_items = system.shape[0]
+    if not holds_densely(n_items):
+        return sparse_factorised(system)
+    factors = DenseLU(system)
+    if factors.singular:
+        raise singular_system(n_items, "a zero pivot of its LU factorisation")
+    return factors
+
+
+class DenseLU:
+    """LAPACK's LU factorisation (partial pivoting) of a sparse matrix held densely."""
+
+    def __init__(self, system):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LinAlgWarning)  # a zero pivot: see singular
+            self.factors = lu_factor(sparse.csr_matrix(system).toarray(), check_finite=False)
+        self.singular = not np.all(np.diagonal(self.factors[0]))
+
+    def solve(self, rhs):
+        return lu_solve(self.factors, rhs, check_finite=False)
+
+
+def sparse_factorised(system):
     """The sparse LU factorisation of the symmetric ``system`` with a symmetric
-    fill-reducing ordering (minimum degree on its pattern, diagonal pivots); a
-    singular one is refused by name."""
+    fill-reducing ordering (minimum degree on its pattern, diagonal pivots)."""
     try:
         return splu(sparse.csc_matrix(system), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                     options={"SymmetricMode": True})
     except RuntimeError as error:  # scipy: "Factor is exactly singular"
-        raise ValueError(
-            f"The reranking system of a list of {system.shape[0]} samples is singular "
-            f"({error}): its energy leaves the scores free in a direction not pinned. "
-            "Try laplacian='unnormalized' or another pair strategy."
-        ) from error
+        raise singular_system(system.shape[0], error) from error
+
+
+def singular_system(n_items, reason):
+    return ValueError(
+        f"The reranking system of a list of {n_items} samples is singular "
+        f"({reason}): its energy leaves the scores free in a direction not pinned. "
+        "Try laplacian='unnormalized' or another pair strategy."
+    )
 
 
 def last_of_each_component(label):

@@ -217,7 +217,7 @@ def test_iterations_that_would_cost_more_than_the_factorisation_give_way_to_it(m
     # point-wise system: conjugate gradients stop at their budget (a dense Cholesky's
     # operations) and the factorisation solves it.
     rng = np.random.default_rng(0)
-    features, initial = rng.uniform(size=(300, 1)), rng.normal(size=300)
+    features, initial = rng.uniform(size=(600, 1)), rng.normal(size=600)
     budgets = []
     real = _solvers.conjugate_gradients
 
@@ -227,7 +227,7 @@ def test_iterations_that_would_cost_more_than_the_factorisation_give_way_to_it(m
 
     monkeypatch.setattr(_solvers, "conjugate_gradients", recording)
     tiny = PointwiseReranker(c=1e-9).fit(features, initial)
-    assert len(budgets) == 1 and 50 <= budgets[0] < 20 * 300
+    assert len(budgets) == 1 and 50 <= budgets[0] < 20 * 600
     assert tiny.n_iter_[0] == 0 and list(tiny.solver_status_) == ["solved"]
     monkeypatch.setattr(_solvers, "factorisation_flops", lambda n: 0.0)
     assert_allclose(tiny.scores_, PointwiseReranker(c=1e-9).fit(features, initial).scores_, rtol=1e-12)
@@ -247,18 +247,58 @@ def test_small_lists_are_factorised_at_once(monkeypatch):
         assert cls().fit(features, initial).n_iter_[0] == 0
 
 
-def test_the_factorisation_orders_symmetrically_and_refuses_a_singular_system():
+def test_the_sparse_factorisation_orders_symmetrically_and_refuses_a_singular_system():
     # A path graph's Laplacian plus a diagonal: minimum degree on A^T + A keeps the
     # factors' fill at that of a tridiagonal matrix.
     n_items = 200
     path = sparse.diags([np.full(n_items - 1, -1.0), np.full(n_items, 2.0), np.full(n_items - 1, -1.0)],
                         [-1, 0, 1])
-    lu = _solvers.factorised(path + 0.1 * sparse.identity(n_items))
+    lu = _solvers.sparse_factorised(path + 0.1 * sparse.identity(n_items))
     assert lu.L.nnz + lu.U.nnz <= 4 * n_items
     rhs = np.random.default_rng(2).normal(size=n_items)
     assert_allclose((path + 0.1 * sparse.identity(n_items)) @ lu.solve(rhs), rhs, atol=1e-12)
-    with pytest.raises(ValueError, match="singular"):
+    with pytest.raises(ValueError, match=r"list of 2 samples is singular \(Factor is exactly singular"):
+        _solvers.sparse_factorised(sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]])))
+
+
+def test_systems_that_fit_the_working_memory_are_factorised_densely(monkeypatch):
+    # A k-NN system fills in nearly densely: LAPACK's LU solves it as SuperLU does,
+    # and a system too large to hold densely (here: over 1 MiB) goes to SuperLU.
+    rng = np.random.default_rng(3)
+    features, initial = rng.normal(size=(400, 32)), rng.normal(size=400)
+    systems = []
+    real = _solvers.solve_by_cost
+
+    def recording(system, rhs, start, *, factorise):
+        systems.append((system, rhs))
+        return real(system, rhs, start, factorise=factorise)
+
+    monkeypatch.setattr(_solvers, "solve_by_cost", recording)
+    PointwiseReranker(c=0.01).fit(features, initial)
+    system, rhs = systems[-1]
+    dense, sparse_lu = _solvers.factorised(system), _solvers.sparse_factorised(system)
+    assert isinstance(dense, _solvers.DenseLU)
+    assert_allclose(dense.solve(rhs), sparse_lu.solve(rhs), rtol=1e-10, atol=1e-12 * np.abs(rhs).max())
+    assert_allclose(system @ dense.solve(rhs), rhs, atol=1e-10 * np.abs(rhs).max())
+    monkeypatch.setattr(_solvers, "DEFAULT_WORKING_MEMORY", 1)
+    assert not _solvers.holds_densely(363) and _solvers.holds_densely(362)
+    assert not isinstance(_solvers.factorised(system), _solvers.DenseLU)
+    with pytest.raises(ValueError, match=r"list of 2 samples is singular \(a zero pivot"):
         _solvers.factorised(sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]])))
+
+
+def test_small_lists_cost_no_more_than_longer_ones_to_solve():
+    # The factorisation small lists get is the cheaper one: a dense LU of a 200-item
+    # k-NN system costs fewer iterations than conjugate gradients take (SuperLU's
+    # took 6-9 of them, which made 200 items dearer than 300).
+    rng = np.random.default_rng(4)
+    for n_items in (100, 200):
+        iteration = 2 * 14 * n_items + 12 * n_items + _solvers.ITERATION_OVERHEAD  # ~14 entries a row
+        assert _solvers.factorisation_flops(n_items) < 12 * iteration
+    assert _solvers.factorisation_flops(1000) > _solvers.FEWEST_ITERATIONS * (
+        2 * 14 * 1000 + 12 * 1000 + _solvers.ITERATION_OVERHEAD)
+    features, initial = rng.normal(size=(200, 32)), rng.normal(size=200)
+    assert PointwiseReranker().fit(features, initial).n_iter_[0] == 0
 
 
 def test_small_lists_build_their_graph_and_every_list_solves_on_one_thread(monkeypatch):
