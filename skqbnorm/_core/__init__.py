@@ -41,6 +41,7 @@ from ._parallel import (
 )
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._products import (
+    SEARCH_PRODUCT_ROWS,
     product_parts,
     query_products,
     search_product_rows,
@@ -69,6 +70,7 @@ __all__ = [
     "DEFAULT_WORKING_MEMORY",
     "MIN_PRODUCT_ROWS",
     "PRODUCT_MEMORY",
+    "SEARCH_PRODUCT_ROWS",
     "ColumnLogSumExp",
     "ColumnMean",
     "ColumnMoments",

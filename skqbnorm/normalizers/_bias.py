@@ -15,9 +15,10 @@ row, and the raw search for the gate is the search with ``[q, 0]``.
 import warnings
 
 import numpy as np
+from sklearn.utils import gen_batches
 from sklearn.utils.validation import check_is_fitted
 
-from .._core import row_top1
+from .._core import SEARCH_PRODUCT_ROWS, query_products, row_top1
 
 
 def _floating(dtype, default):
@@ -197,11 +198,15 @@ class BiasFormMixin:
         return out
 
     def _exact_top1(self, prepared):
-        """Each prepared query's raw top-1 gallery index (ties: the lowest index)."""
-        gallery = self.gallery_embeddings_.astype(prepared.dtype, copy=False)
+        """Each prepared query's raw top-1 gallery index (ties: the lowest index), from
+        the products that ``similarities`` multiplies: the gate then picks the row
+        form that ``transform(similarities(queries))`` picks, bitwise."""
+        gallery, gallery_norm = self._gallery_in(prepared.dtype)
         top1 = np.empty(len(prepared), dtype=np.intp)
-        for start in range(0, len(prepared), 256):  # blocks of 256 queries bound the memory
-            top1[start : start + 256] = row_top1(prepared[start : start + 256] @ gallery.T)[1]
+        # Blocks of the most rows of a search's part bound the memory and split no part.
+        for rows in gen_batches(len(prepared), SEARCH_PRODUCT_ROWS):
+            products = query_products(prepared[rows], gallery.T, self.metric, gallery_norm=gallery_norm)
+            top1[rows] = row_top1(products)[1]
         return top1
 
     def _fitted_gallery(self):

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import skqbnorm._core._products
 from skqbnorm import (
     CSLS,
     Centering,
@@ -182,6 +183,26 @@ def test_errors():
         embedded.augmented_queries(rng.normal(size=(2, 4)))
     with pytest.raises(ValueError, match="top1 has 1 entries for 2 queries"):
         embedded.augmented_queries(rng.normal(size=(2, 3)), top1=[0])
+
+
+def test_the_gate_reads_the_products_that_similarities_multiplies(monkeypatch):
+    # The gated form comes from each query's raw top-1, which must be that of
+    # similarities(queries): the same parts (of 4 rows here, the last of 1), and an
+    # overflowing product named as similarities names it, not ranked as an infinity.
+    monkeypatch.setattr(skqbnorm._core._products, "SEARCH_PRODUCT_ROWS", 4)
+    monkeypatch.setattr(skqbnorm._core._products, "MIN_SEARCH_PRODUCT_ROWS", 4)
+    rng = np.random.default_rng(8)
+    bank, gallery, queries = (rng.normal(size=(n, N_DIMS)).astype(np.float32) for n in (40, 300, 9))
+    for metric in ("cosine", "dot"):
+        dis = DynamicInvertedSoftmax(beta=10.0, k=1, metric=metric).fit(bank, gallery=gallery)
+        forms = dis.row_forms(np.argmax(dis.similarities(queries), axis=1))
+        tail = dis.augmented_queries(queries)[:, N_DIMS:]
+        np.testing.assert_array_equal(np.where(tail.any(axis=1), tail.argmax(axis=1), -1), forms)
+    huge = np.full((5, N_DIMS), 1e38, dtype=np.float32) * np.sign(gallery[:1])
+    with pytest.raises(ValueError, match=r"overflows float32 under metric='dot'"):
+        dis.similarities(huge)
+    with pytest.raises(ValueError, match=r"overflows float32 under metric='dot'"):
+        dis.augmented_queries(huge)
 
 
 def test_caller_arrays_untouched():
