@@ -23,8 +23,9 @@ prints their ratio (target: at most 1/3) and whether they chose the same c.
 ``--part sizes`` times every reranker of the catalogue at its defaults on lists of
 100 to 50,000 items (random 32-d features, random initial scores, divided by their
 largest magnitude for the rerankers that read them as cosines; ``--sizes`` to
-choose), in rounds over every size and reranker, best of ``--repeat`` (one run from
-20,000 items), beside the list's exact k-NN search (k=10, default threads: the floor
+choose), in rounds over every size and reranker, best of ``--repeat`` (of at least
+``SMALL_ROUNDS`` rounds up to 1,000 items, whose few milliseconds a busy spell of the
+machine would otherwise decide), beside the list's exact k-NN search (k=10, default threads: the floor
 of the graph-based rerankers) and scikit-learn's (``kneighbors_graph``, which it
 replaced). It prints a Markdown table, whether any list cost more than a longer one
 and whether 50,000 items took under 4 s (targets: none does; every reranker).
@@ -102,13 +103,16 @@ def model_selection(args):
 SIZES = [100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000, 50_000]
 SEARCHES = ["k-NN search", "scikit-learn k-NN"]
 TARGET_SECONDS = 4.0
+#: Rounds at least for lists of up to 1,000 items (1-15 ms a fit).
+SMALL_ROUNDS = 30
 
 
 def list_sizes(args):
     sizes = SIZES if args.sizes is None else [int(size) for size in args.sizes.split(",")]
     names = [cls.__name__ for cls in rerankers()]
+    small_rounds = max(args.repeat, SMALL_ROUNDS)
     print(f"defaults, random 32-d features and initial scores; best of {args.repeat} rounds "
-          "over every size under 20,000 items and reranker (1 run from 20,000); seconds")
+          f"over every size and reranker ({small_rounds} up to 1,000 items); seconds")
     functions = {}
     for n_items in sizes:
         rng = np.random.default_rng(n_items)
@@ -120,11 +124,11 @@ def list_sizes(args):
         for cls in rerankers():
             y = cosines if issubclass(cls, CosineQueryReranker) else initial
             functions[n_items, cls.__name__] = partial(cls().fit, features, y)
-    # Rounds over all the small sizes: a busy spell of a shared machine slows every size.
-    small = {key: function for key, function in functions.items() if key[0] < 20_000}
-    table = interleaved_best_times(small, args.repeat)
-    table.update(interleaved_best_times({key: function for key, function in functions.items()
-                                         if key[0] >= 20_000}, 1))
+    # Rounds over every size: a busy spell of a shared machine slows every size alike.
+    table = interleaved_best_times(
+        {key: function for key, function in functions.items() if key[0] <= 1_000}, small_rounds)
+    table.update(interleaved_best_times(
+        {key: function for key, function in functions.items() if key[0] > 1_000}, args.repeat))
     columns = [*SEARCHES, *names]
     print("| items | " + " | ".join(columns) + " |")
     print("| ---: | " + " | ".join("---:" for _ in columns) + " |")
