@@ -506,16 +506,22 @@ def test_top_k_selects_in_as_many_threads_as_the_blas_with_the_same_result(rng, 
         assert_allclose(found[1], expected[1], rtol=1e-12)
 
 
-@pytest.mark.parametrize("in_parts", [True, False], ids=["parts on one BLAS thread", "blocks"])
+@pytest.mark.parametrize("n_queries", [17, 5, 1])
+@pytest.mark.parametrize("in_parts", [True, False], ids=["tiles on one BLAS thread", "blocks"])
 @pytest.mark.parametrize("metric, dtype", [("cosine", np.float32), ("dot", np.float64)])
-def test_similarities_and_top_k_read_the_same_products(rng, monkeypatch, in_parts, metric, dtype):
-    # Parts of 4 query rows (the last of 1) on one BLAS thread each, spread over 1 to
-    # 3 threads, or (a gallery too wide for parts) blocks on the BLAS's threads:
-    # similarities and top_k multiply alike, so top_k is transform then a stable
-    # sort, bitwise, and the products are the same for every thread count.
+def test_similarities_and_top_k_read_the_same_products(rng, monkeypatch, in_parts, metric, dtype, n_queries):
+    # Parts of 4 query rows (the last of 1) in strips of 150 gallery items (the last of
+    # 100), each tile on one BLAS thread, over 1 to 3 threads: with as many parts as
+    # threads or more (17 queries), each thread multiplies and searches its own parts;
+    # with fewer (5 or 1), the tiles spread over the threads, then pieces of the rows.
+    # Or (a gallery too wide for parts) blocks on the BLAS's threads. similarities and
+    # top_k multiply alike, so top_k is transform then a stable sort, bitwise, and the
+    # products are the same for every thread count.
     monkeypatch.setattr(skqbnorm._core._products, "SEARCH_PRODUCT_ROWS", 4)
     monkeypatch.setattr(skqbnorm._core._products, "MIN_SEARCH_PRODUCT_ROWS", 4 if in_parts else 8)
-    bank, gallery, queries = (rng.normal(size=(n, 9)).astype(dtype) for n in (70, 400, 17))
+    monkeypatch.setattr(skqbnorm._core._products, "STRIP_COLUMNS", 150)
+    monkeypatch.setattr(skqbnorm._core._products, "SPREAD_BYTES", 0)  # however small
+    bank, gallery, queries = (rng.normal(size=(n, 9)).astype(dtype) for n in (70, 400, n_queries))
     for estimator in (NearestNeighborNormalization(k=4, alpha=0.7), DynamicInvertedSoftmax(), CSLS(k=3)):
         fitted = estimator.set_params(metric=metric).fit(bank, gallery=gallery)
         assert skqbnorm._core.searches_in_parts(400, np.dtype(dtype).itemsize) == in_parts
@@ -531,6 +537,40 @@ def test_similarities_and_top_k_read_the_same_products(rng, monkeypatch, in_part
             products.append(sims)
         for sims in products[1:]:
             assert_array_equal(sims, products[0])
+
+
+def test_a_single_query_spreads_its_product_over_the_threads(rng, monkeypatch):
+    # One query in strips of 150 gallery items of a gallery as large as SPREAD_BYTES:
+    # its tiles run on both threads (it ran on one, a part being one thread's).
+    import threading
+
+    monkeypatch.setattr(skqbnorm._core._products, "STRIP_COLUMNS", 150)
+    monkeypatch.setattr(skqbnorm._core._products, "SPREAD_BYTES", 400 * 9 * 4)
+    monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: 2)
+    real, seen, both = skqbnorm.normalizers._top_k.embedding_products, [], threading.Barrier(2, timeout=10)
+
+    def recording(*args, **kwargs):
+        name = threading.current_thread().name
+        if name not in seen:
+            both.wait()  # a thread's first tile waits for the other thread's
+        seen.append(name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "embedding_products", recording)
+    bank, gallery, queries = (rng.normal(size=(n, 9)).astype(np.float32) for n in (70, 400, 1))
+    fitted = NearestNeighborNormalization(k=4).fit(bank, gallery=gallery)
+    indices, _ = fitted.top_k(queries=queries, k=6)
+    assert len(seen) == 3 and len(set(seen)) == 2
+    assert_array_equal(indices, stable_top_k(fitted.transform(fitted.similarities(queries)), 6)[0])
+    # A gallery one byte smaller is searched on the calling thread: a dispatch would
+    # cost more than it saves.
+    monkeypatch.setattr(skqbnorm._core._products, "SPREAD_BYTES", 400 * 9 * 4 + 1)
+    names = []
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "embedding_products",
+                        lambda *args, **kwargs: names.append(threading.current_thread().name)
+                        or real(*args, **kwargs))
+    fitted.top_k(queries=queries, k=6)
+    assert names == [threading.current_thread().name] * 3
 
 
 def test_blas_threads_follows_threadpoolctl_limits():

@@ -43,7 +43,9 @@ from ._probe import ProbeMatrix, prepare_embeddings
 from ._products import (
     SEARCH_PRODUCT_ROWS,
     product_parts,
+    product_strips,
     query_products,
+    search_in_tiles,
     search_product_rows,
     searches_in_parts,
 )
@@ -101,6 +103,7 @@ __all__ = [
     "one_blas_thread",
     "prepare_embeddings",
     "product_parts",
+    "product_strips",
     "products_stay_finite",
     "query_products",
     "reduce_bank",
@@ -109,6 +112,7 @@ __all__ = [
     "row_top_k",
     "row_top_k_indices",
     "rows_per_chunk",
+    "search_in_tiles",
     "search_product_rows",
     "searches_in_parts",
     "take_rows",

@@ -19,12 +19,13 @@ from .._core import (
     check_finite_block,
     embedding_products,
     in_blas_threads,
-    in_product_threads,
     merge_top_k,
     product_parts,
+    product_strips,
     products_stay_finite,
     row_top_k_indices,
     rows_per_chunk,
+    search_in_tiles,
     searches_in_parts,
 )
 from .._validation import FLOAT_DTYPES, float_dtype, naming
@@ -171,32 +172,33 @@ class TopKMixin:
         return self.capabilities.bias_form
 
     def _search_products(self, product, n_queries, dtype, vouched, k, by_bias):
-        """Top k of each query row from its embeddings: each part of the rows
-        (``product_parts``) multiplied and searched in one thread, in cache."""
+        """Top k of each query row from its embeddings: the parts of the rows
+        (``product_parts``) multiplied tile by tile, then searched, over the threads
+        (``search_in_tiles``)."""
         n_gallery = self.n_features_in_
         every = slice(0, n_gallery)
         parts = product_parts(n_queries, n_gallery, np.dtype(dtype).itemsize)
         rank = self._bias_ranker(dtype) if by_bias else None
 
-        def search(group):
-            sims, out = (np.empty((group[0].stop - group[0].start, n_gallery), dtype) for _ in range(2))
-            found = []
-            for rows in group:
-                part = sims[: rows.stop - rows.start]
-                if rank is not None:
-                    # The product is ours to overwrite, and the finite test of the
-                    # ranking covers it: it is tested only if the ranking overflows.
-                    ranked = rank(product(rows, every, checked=False, out=part), rows,
-                                  in_place=True, finite=vouched(rows))
-                    if ranked is not None:
-                        found.append(row_top_k_indices(ranked, k))
-                        continue
-                product(rows, every, out=part)  # checked
-                scored = self.score_block(part, every, None, rows, out=out[: len(part)])
-                found.append(row_top_k_indices(scored, k))
-            return found
+        def multiply(rows, columns, out, checked=rank is None):
+            # A product to be ranked by bias is ours to overwrite, and the finite test
+            # of the ranking covers it: it is tested only if the ranking overflows.
+            product(rows, columns, checked=checked, out=out)
 
-        return _joined(in_product_threads(search, parts))
+        def search(rows, sims, scratch, part):
+            if rank is not None:
+                ranked = rank(sims, rows, in_place=True, finite=vouched(rows))
+                if ranked is not None:
+                    return row_top_k_indices(ranked, k)
+                # Overwritten: the part's tiles again, as they were multiplied, checked.
+                products = np.empty((part.stop - part.start, n_gallery), dtype)
+                for columns in product_strips(n_gallery):
+                    multiply(part, columns, products[:, columns], checked=True)
+                sims = products[rows.start - part.start : rows.stop - part.start]
+            return row_top_k_indices(self.score_block(sims, every, None, rows, out=scratch), k)
+
+        return _joined([search_in_tiles(parts, n_gallery, self.gallery_embeddings_.shape[1], dtype, multiply,
+                                         search)])
 
     def _search_by_scores(self, sims, rows, k):
         """Top k of each row by its scores, a few rows at a time (see ``_search_in_parts``)."""
