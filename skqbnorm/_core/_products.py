@@ -16,7 +16,6 @@ from functools import partial
 from itertools import pairwise
 
 import numpy as np
-from sklearn.utils import gen_batches
 
 from ._finite import embedding_products
 from ._memory import power_of_two_rows
@@ -55,12 +54,18 @@ def searches_in_parts(n_columns, itemsize):
 
 def product_parts(n_queries, n_columns, itemsize):
     """The parts (slices of query rows) that a search of ``n_queries`` multiplies one by one."""
-    return list(gen_batches(n_queries, search_product_rows(n_columns, itemsize)))
+    return _batches(n_queries, search_product_rows(n_columns, itemsize))
 
 
 def product_strips(n_columns):
     """The strips of gallery items (slices) of every part's tiles."""
-    return list(gen_batches(n_columns, STRIP_COLUMNS))
+    return _batches(n_columns, STRIP_COLUMNS)
+
+
+def _batches(n_items, size):
+    """``list(sklearn.utils.gen_batches(n_items, size))``, without its parameter
+    validation, which took about 0.2 ms a call: a tenth of a one-query search."""
+    return [slice(start, min(start + size, n_items)) for start in range(0, n_items, size)]
 
 
 def query_products(queries, gallery_t, metric, gallery_norm=None, name="queries"):
