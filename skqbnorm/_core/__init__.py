@@ -8,7 +8,7 @@ outside this package:
   an overflow;
 - ``_moments``: means and moments that neither overflow nor underflow;
 - ``_probe``: ``ProbeMatrix``, row blocks of the bank-by-gallery similarities;
-- ``_products``: query products as a search makes them (parts on one BLAS thread);
+- ``_products``: query products as a search makes them (tiles on one BLAS thread each);
 - ``_trees``: column reductions over a fixed tree of bank rows (soft maxima, means,
   moments), bitwise the same for every split, and ``RowMoments``;
 - ``_column_top_k``: the mean of every column's k largest entries;

@@ -47,7 +47,7 @@ def search_product_rows(n_columns, itemsize):
 
 
 def searches_in_parts(n_columns, itemsize):
-    """Whether searches (and ``query_products``) multiply in parts on one BLAS thread
+    """Whether searches (and ``query_products``) multiply in tiles on one BLAS thread
     each, for a gallery of ``n_columns`` items of ``itemsize`` bytes."""
     return search_product_rows(n_columns, itemsize) >= MIN_SEARCH_PRODUCT_ROWS
 

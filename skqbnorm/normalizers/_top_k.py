@@ -51,10 +51,11 @@ class TopKMixin:
         (``threadpoolctl`` limits both); with ``n_jobs``, blocks are searched in
         parallel threads, each with its share of the BLAS threads. In embedding
         mode, the queries are multiplied in parts of up to 256 rows (32 MiB), each
-        part multiplied on one BLAS thread and cut to its top k by the thread that
-        multiplied it, while in cache, the parts over as many threads as the BLAS
-        may use (``n_jobs`` adds none); :meth:`similarities` multiplies the same
-        parts. Galleries too wide for parts of 64 rows (over 131,072 float32
+        part in strips of 2,048 gallery items on one BLAS thread, over as many
+        threads as the BLAS may use (``n_jobs`` adds none): each thread multiplies
+        its parts and cuts each to its top k, or, with fewer parts than threads,
+        the strips spread over the threads; :meth:`similarities` multiplies the
+        same tiles. Galleries too wide for parts of 256 rows (over 32,768 float32
         items) take one product per block of up to 256 MiB instead. When fewer
         than 8 whole rows fit (a gallery of millions), or when ``chunks`` are
         given, the gallery is streamed in column chunks within ``working_memory``
