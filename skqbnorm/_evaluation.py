@@ -249,9 +249,10 @@ def scores_with_notes(method, normalizer, inputs, where, words, tell):
         warnings.simplefilter("always", QueryBankWarning)
         scores = scores_of(method, normalizer, *inputs)
     if METHODS[method].gated and not normalizer.open_:
-        gap = normalizer.diagnostics_.top1_ks
-        tell("note", f"{where}: the querybank looks out of domain for these queries (top-1 "
-                     f"KS distance {gap:.3f}): the gate left them raw.")
+        report = normalizer.diagnostics_
+        tell("note", f"{where}: the querybank looks out of domain for these queries (KS "
+                     f"distance {report.depth_ks:.3f} at depth {report.depth}): the gate "
+                     f"left them raw.")
     for warning in caught:
         if issubclass(warning.category, QueryBankWarning):
             continue

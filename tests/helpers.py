@@ -54,3 +54,23 @@ def pair_of_rankings(seed, relevance=False):
     a = np.round(rng.normal(size=(N_QUERIES, N_GALLERY)) + signal, 1)
     b = np.round(a + rng.normal(scale=0.7, size=a.shape) + 0.4 * signal, 1)
     return a, b, gt
+
+
+def unit_rows(values):
+    return values / np.linalg.norm(values, axis=1, keepdims=True)
+
+
+def strong_model_task(n_gallery=400, n_dims=32, noise=0.25, shift=0.0, seed=0):
+    """Embeddings of a strong model's retrieval task: (bank, queries, gallery).
+
+    Each query lies near its own gallery item (its answer); each bank query near an
+    item of the same distribution that is not in the gallery. ``shift`` moves every
+    query along one random direction (a domain the bank does not share).
+    """
+    rng = np.random.default_rng(seed)
+    items = unit_rows(rng.normal(size=(3 * n_gallery, n_dims)))
+    gallery, unseen = items[:n_gallery], items[n_gallery:]
+    queries = gallery + noise * rng.normal(size=gallery.shape) / np.sqrt(n_dims)
+    queries += shift * unit_rows(rng.normal(size=(1, n_dims)))
+    bank = unseen + noise * rng.normal(size=unseen.shape) / np.sqrt(n_dims)
+    return bank, queries, gallery

@@ -19,24 +19,22 @@ from .._validation import (
     warn_caller,
 )
 
-# Warning thresholds, set on the bundled WordNet data's banks over the ten splits of
-# scripts/far_domain_study.py, from similarities only (never the queries' answers).
-# DIS's share of normalised queries: in-domain bank 0.87-0.90; far-domain 0.28-0.32;
-# adversarial (the 1,000 bank queries of the most retrieved items) 0.18-0.21.
+# The defaults of the warnings and of QueryBankGate; the user guide's "Querybank
+# diagnostics" section gives the study that chose them, every data set with its interval.
 MIN_DIS_SHARE = 0.5
-# KS distance of the top-1 similarity distributions: in-domain 0.12-0.17 (the test
-# queries' answers are in the gallery, the bank's are not); far-domain 0.59-0.64.
-MAX_TOP1_KS = 0.3
+# The rank of the gallery item whose similarity the domain test compares: deep enough
+# that a query's own answer (which a test query has in the gallery and a bank query has
+# not) does not decide it.
+DEPTH = 10
+MAX_KS = 0.3
 # ... and only when the KS test rejects equal distributions at this level (small banks
 # or query sets differ by chance).
 KS_ALPHA = 0.01
 # A query is an outlier when its nearest bank query is less similar than the bank's own
 # NN_QUANTILE-quantile of nearest-neighbour similarity (5% of bank queries are, by
-# construction): in-domain 0.04-0.06 of the queries, far-domain 0.86-0.90, adversarial
-# 0.24-0.31 (its queries are in domain but piled onto a few topics, so many queries
-# find no bank query near them).
+# construction).
 NN_QUANTILE = 0.05
-MAX_NN_OUTLIER_SHARE = 0.2
+MAX_OUTLIER_SHARE = 0.2
 # Bank rows whose nearest other bank row is searched for the reference distribution.
 MAX_REFERENCE_ROWS = 4096
 
@@ -68,9 +66,16 @@ class QueryBankDiagnostics:
     top1_ks: float
     top1_ks_pvalue: float
     top1_wasserstein: float
+    depth: int
+    bank_depth_median: float
+    query_depth_median: float
+    depth_ks: float
+    depth_ks_pvalue: float
     query_bank_nn_median: float | None
     bank_nn_median: float | None
     nn_outlier_share: float | None
+    max_ks: float
+    max_outlier_share: float
     warnings: tuple
 
     @property
@@ -79,21 +84,24 @@ class QueryBankDiagnostics:
         return self.dis_share < MIN_DIS_SHARE
 
     @property
-    def top1_gap(self):
-        """Whether the top-1 similarity distributions differ beyond the threshold."""
-        return self.top1_ks > MAX_TOP1_KS and self.top1_ks_pvalue < KS_ALPHA
+    def depth_gap(self):
+        """Whether the queries' similarities at rank ``depth`` and the bank's at rank
+        ``depth - 1`` differ beyond ``max_ks``."""
+        return self.depth_ks > self.max_ks and self.depth_ks_pvalue < KS_ALPHA
 
     @property
     def neighbor_gap(self):
-        """Whether too many queries are nearest-neighbour outliers of the bank."""
-        return self.nn_outlier_share is not None and self.nn_outlier_share > MAX_NN_OUTLIER_SHARE
+        """Whether over ``max_outlier_share`` of the queries are nearest-neighbour
+        outliers of the bank."""
+        return (self.nn_outlier_share is not None
+                and self.nn_outlier_share > self.max_outlier_share)
 
     neighbour_gap = renamed_attribute("neighbour_gap", "neighbor_gap")
 
     @property
     def out_of_domain(self):
         """Whether the bank looks out of domain for the queries (either gap)."""
-        return self.top1_gap or self.neighbor_gap
+        return self.depth_gap or self.neighbor_gap
 
     def to_dict(self):
         """The figures and verdicts as a dict (``warnings`` as a list), ready for json."""
@@ -120,6 +128,12 @@ class QueryBankDiagnostics:
             f"{self.query_top1_median:.3f}; KS distance {self.top1_ks:.3f} "
             f"(p={self.top1_ks_pvalue:.2g}), Wasserstein {self.top1_wasserstein:.3f}"
         )
+        lines.append(
+            f"  similarity of the {_ordinal(self.depth)} nearest item (the bank's "
+            f"{_ordinal(max(self.depth - 1, 1))}), median: bank {self.bank_depth_median:.3f}, "
+            f"queries {self.query_depth_median:.3f}; KS distance {self.depth_ks:.3f} "
+            f"(p={self.depth_ks_pvalue:.2g})"
+        )
         if self.nn_outlier_share is not None:
             lines.append(
                 f"  nearest bank query's similarity, median: queries "
@@ -132,6 +146,7 @@ class QueryBankDiagnostics:
 
 
 def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1,
+                          depth=DEPTH, max_ks=MAX_KS, max_outlier_share=MAX_OUTLIER_SHARE,
                           metric="cosine", working_memory=None, warn=True):
     """How well a querybank covers the gallery, and how close it is to the queries.
 
@@ -148,24 +163,26 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
       for the gallery bank and the share of queries
       :class:`~skqbnorm.DualDynamicInvertedSoftmax` would normalise in at least
       one factor;
-    - *domain gap*: the two-sample Kolmogorov-Smirnov distance and the Wasserstein
-      distance between the top-1 similarities of bank queries and of queries; in
-      embedding mode, each query's similarity to its nearest bank query against
-      the bank's own nearest-neighbour similarities (each bank query's nearest
-      other bank query, for up to 4,096 evenly spaced bank queries): the share of
-      queries less similar to the bank than its 5% quantile (about 5% for queries
-      drawn like the bank).
+    - *domain gap*, comparing like with like: the two-sample Kolmogorov-Smirnov
+      distance between the queries' similarities to their ``depth``-th nearest
+      gallery item and the bank queries' to their ``depth - 1``-th. A query to
+      serve has its answer among the gallery items and a bank query has not, so
+      their top-1 similarities differ whenever the model is good; ten items
+      down, and one rank shallower for the bank, both describe the
+      neighbourhood a query lands in, answer or not. The top-1 figures are
+      reported beside it. In embedding mode, each query's similarity to its
+      nearest bank query is compared with the bank's own nearest-neighbour
+      similarities (each bank query's nearest other bank query, for up to 4,096
+      evenly spaced bank queries): the share of queries less similar to the bank
+      than its 5% quantile (about 5% for queries drawn like the bank).
 
     A :class:`QueryBankWarning` with the figures is issued when DIS would
     normalise fewer than half of the queries (the bank covers little), or when
-    the KS distance exceeds 0.3 (with a KS test p-value under 0.01, so that
-    small samples do not warn by chance) or over 20% of the queries are
-    nearest-neighbour outliers (the bank looks out of domain). These thresholds
-    were set on the bundled WordNet data's banks over ten redrawn splits, from
-    similarities, never the answers (see the module's source for the figures):
-    in-domain banks stay well inside them; far-domain banks cross every one, and
-    adversarial ones (bank queries piled onto a few hubs) the coverage and the
-    nearest-neighbour ones.
+    the KS distance at ``depth`` exceeds ``max_ks`` (with a KS test p-value under
+    0.01, so that small samples do not warn by chance) or over
+    ``max_outlier_share`` of the queries are nearest-neighbour outliers (the bank
+    looks out of domain). The user guide's querybank page gives the study, over
+    retrieval sets of weak and strong models, that chose the defaults.
 
     Everything streams in row blocks within ``working_memory``.
 
@@ -183,6 +200,16 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
         A gallery bank, as DBNorm takes it, in the form of ``bank``.
     k : int, default=1
         Each bank query activates its top ``k`` gallery items, as DIS's ``k``.
+    depth : int, default=10
+        The domain test compares each query's similarity to its ``depth``-th
+        nearest gallery item with each bank query's to its ``depth - 1``-th; at
+        least 2, and at most the gallery's size.
+    max_ks : float, default=0.3
+        The KS distance at ``depth``, in (0, 1], above which the bank looks out of
+        domain (:attr:`QueryBankDiagnostics.depth_gap`).
+    max_outlier_share : float, default=0.2
+        The share of nearest-neighbour outliers among the queries, in (0, 1], above
+        which the bank looks out of domain (embedding mode only).
     metric : {"cosine", "dot"}, default="cosine"
         Similarity in embedding mode.
     working_memory : float, default=None
@@ -231,6 +258,9 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     if not isinstance(warn, (bool, np.bool_)):
         raise TypeError(f"warn must be a bool, got {warn!r}.")
     k = check_int(k, "k", 1)
+    depth = check_int(depth, "depth", 2)
+    max_ks, max_outlier_share = (_check_share(value, name) for value, name in (
+        (max_ks, "max_ks"), (max_outlier_share, "max_outlier_share")))
     check_option(metric, "metric", ("cosine", "dot"))
     if working_memory is not None and check_real(working_memory, "working_memory") <= 0:
         raise ValueError(f"working_memory must be > 0 (MiB) or None; got {working_memory}.")
@@ -245,11 +275,11 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     gallery_bank_activated = None if gallery_bank is None else _activated(
         _gallery_bank_probe(gallery_bank, gallery_t, n_gallery, metric), k, working_memory)
     dtype = _dtype(bank, queries, gallery)
-    bank_top1, _ = streamed_row_top1(ProbeMatrix(bank, gallery_t, metric, dtype, "bank"),
-                                     working_memory)
-    query_top1, query_item = streamed_row_top1(
-        ProbeMatrix(queries, gallery_t, metric, dtype, "queries"), working_memory
-    )
+    depth = max(2, min(depth, n_gallery)) if n_gallery > 1 else 1
+    bank_top1, _, bank_deep = streamed_row_top1(
+        ProbeMatrix(bank, gallery_t, metric, dtype, "bank"), working_memory, max(depth - 1, 1))
+    query_top1, query_item, query_deep = streamed_row_top1(
+        ProbeMatrix(queries, gallery_t, metric, dtype, "queries"), working_memory, depth)
     figures = {
         "n_bank": n_bank, "n_queries": len(queries), "n_gallery": n_gallery, "k": k,
         "gallery_coverage": float(activated.mean()),
@@ -258,9 +288,14 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
         **_gallery_bank_figures(activated, gallery_bank_activated, query_item),
         "bank_top1_median": float(np.median(bank_top1)),
         "query_top1_median": float(np.median(query_top1)),
-        **_ks_figures(bank_top1, query_top1),
+        **_ks_figures(bank_top1, query_top1, "top1"),
         "top1_wasserstein": float(wasserstein_distance(bank_top1, query_top1)),
+        "depth": depth,
+        "bank_depth_median": float(np.median(bank_deep)),
+        "query_depth_median": float(np.median(query_deep)),
+        **_ks_figures(bank_deep, query_deep, "depth"),
         **_neighbour_figures(bank, queries, gallery, metric, dtype, working_memory),
+        "max_ks": max_ks, "max_outlier_share": max_outlier_share,
     }
     report = QueryBankDiagnostics(**figures, warnings=())
     report = replace(report, warnings=tuple(_warnings(report)))
@@ -324,9 +359,21 @@ def _activated(probe, k, working_memory):
     return reduce_bank(probe, lambda: [RowTopKUnion(n_gallery, k)], working_memory)[0].mask
 
 
-def _ks_figures(bank_top1, query_top1):
-    test = ks_2samp(bank_top1, query_top1)
-    return {"top1_ks": float(test.statistic), "top1_ks_pvalue": float(test.pvalue)}
+def _check_share(value, name):
+    value = check_real(value, name)
+    if not 0 < value <= 1:
+        raise ValueError(f"{name} must be in (0, 1]; got {value!r}.")
+    return float(value)
+
+
+def _ks_figures(bank_values, query_values, prefix):
+    test = ks_2samp(bank_values, query_values)
+    return {f"{prefix}_ks": float(test.statistic), f"{prefix}_ks_pvalue": float(test.pvalue)}
+
+
+def _ordinal(n):
+    suffix = "th" if 10 <= n % 100 < 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 def _gallery_bank_figures(activated, gallery_bank_activated, query_item):
@@ -337,13 +384,18 @@ def _gallery_bank_figures(activated, gallery_bank_activated, query_item):
             "dual_dis_share": float(either.mean())}
 
 
-def streamed_row_top1(probe, working_memory=None):
-    """Each row's largest value and its column (the lowest among ties), streamed."""
+def streamed_row_top1(probe, working_memory=None, depth=None):
+    """Each row's largest value and its column (the lowest among ties), streamed;
+    with ``depth``, each row's ``depth``-th largest value too."""
     values = np.empty(probe.shape[0], dtype=probe.dtype)
     columns = np.empty(probe.shape[0], dtype=np.intp)
+    deep = None if depth is None else np.empty(probe.shape[0], dtype=probe.dtype)
     for rows, block in probe.blocks(working_memory, n_buffers=2):
         values[rows], columns[rows] = row_top1(block)
-    return values, columns
+        if depth is not None:
+            at = block.shape[1] - depth
+            deep[rows] = np.partition(block, at, axis=1)[:, at]
+    return (values, columns) if depth is None else (values, columns, deep)
 
 
 def nearest_bank_similarity(bank, others=None, *, metric="cosine", working_memory=None):
@@ -392,15 +444,17 @@ def _warnings(report):
             f"larger bank of queries like these."
         )
     gaps = []
-    if report.top1_gap:
-        gaps.append(f"the KS distance between the bank's and the queries' top-1 similarity "
-                    f"distributions is {report.top1_ks:.3f} (over {MAX_TOP1_KS}, "
-                    f"p={report.top1_ks_pvalue:.2g}; medians {report.bank_top1_median:.3f} "
-                    f"and {report.query_top1_median:.3f})")
+    if report.depth_gap:
+        gaps.append(f"the KS distance between the queries' similarities to their "
+                    f"{_ordinal(report.depth)} nearest gallery item and the bank's to their "
+                    f"{_ordinal(max(report.depth - 1, 1))} is "
+                    f"{report.depth_ks:.3f} (over {report.max_ks}, "
+                    f"p={report.depth_ks_pvalue:.2g}; medians {report.bank_depth_median:.3f} "
+                    f"and {report.query_depth_median:.3f})")
     if report.neighbor_gap:
         gaps.append(f"{report.nn_outlier_share:.1%} of the queries are less similar to their "
                     f"nearest bank query than {1 - NN_QUANTILE:.0%} of bank queries are to "
-                    f"theirs (over {MAX_NN_OUTLIER_SHARE:.0%})")
+                    f"theirs (over {report.max_outlier_share:.0%})")
     if gaps:
         messages.append(
             "The querybank looks out of domain for these queries: " + "; ".join(gaps)

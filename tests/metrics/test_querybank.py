@@ -10,6 +10,8 @@ from skqbnorm import DualDynamicInvertedSoftmax, DynamicInvertedSoftmax
 from skqbnorm.datasets import load_wordnet_revdict
 from skqbnorm.metrics import QueryBankDiagnostics, QueryBankWarning, querybank_diagnostics
 
+from helpers import strong_model_task
+
 
 def unit_rows(values):
     return values / np.linalg.norm(values, axis=1, keepdims=True)
@@ -24,9 +26,11 @@ def ecdf_gap(a, b):
     return gap.max(), np.sum(gap[:-1] * np.diff(grid))
 
 
-def dense_reference(bank_sims, query_sims, k, gallery_bank_sims=None):
-    """The coverage and top-1 figures, from whole matrices and full sorts."""
+def dense_reference(bank_sims, query_sims, k, gallery_bank_sims=None, depth=10):
+    """The coverage, top-1 and depth figures, from whole matrices and full sorts."""
     n_gallery = bank_sims.shape[1]
+    bank_deep = -np.sort(-bank_sims, axis=1)[:, min(depth, n_gallery) - 2]
+    query_deep = -np.sort(-query_sims, axis=1)[:, min(depth, n_gallery) - 1]
     activated = np.zeros(n_gallery, dtype=bool)
     activated[np.argsort(-bank_sims, axis=1)[:, :k].ravel()] = True
     query_item = np.argmax(query_sims, axis=1)
@@ -39,6 +43,9 @@ def dense_reference(bank_sims, query_sims, k, gallery_bank_sims=None):
         "query_top1_median": np.median(query_sims.max(axis=1)),
         "top1_ks": ks,
         "top1_wasserstein": w1,
+        "bank_depth_median": np.median(bank_deep),
+        "query_depth_median": np.median(query_deep),
+        "depth_ks": ecdf_gap(bank_deep, query_deep)[0],
     }
     if gallery_bank_sims is not None:
         second = np.zeros(n_gallery, dtype=bool)
@@ -101,6 +108,48 @@ def test_embedding_figures_equal_a_dense_reference(embeddings):
     expected = dense_reference(sims["bank"], sims["queries"], 1, sims["gallery_bank"])
     assert_figures(report, {**expected, **neighbour_reference(embeddings["bank"],
                                                               embeddings["queries"])})
+
+
+@pytest.mark.parametrize("depth", [2, 4, 40, 100])
+def test_depth_figures_equal_a_dense_reference(embeddings, depth):
+    gallery = unit_rows(embeddings["gallery"])
+    bank_sims = unit_rows(embeddings["bank"]) @ gallery.T
+    query_sims = unit_rows(embeddings["queries"]) @ gallery.T
+    report = querybank_diagnostics(bank_sims, query_sims, depth=depth, warn=False)
+    assert report.depth == min(depth, 40)  # at most the gallery's 40 items
+    assert_figures(report, dense_reference(bank_sims, query_sims, 1, depth=depth))
+
+
+def test_a_strong_models_in_domain_bank_is_in_domain():
+    # The test queries' top-1 is their answer, far above the bank queries' top-1, whose
+    # answers are not in the gallery: the top-1 distributions differ by construction.
+    # Ten items down (nine for the bank, which lacks the answer) both see the same
+    # neighbourhood.
+    bank, queries, gallery = strong_model_task()
+    report = querybank_diagnostics(bank, queries, gallery=gallery, warn=False)
+    assert report.top1_ks > 0.9 and report.top1_ks_pvalue < 1e-10
+    assert report.depth_ks < 0.1 and not report.depth_gap
+    assert not report.out_of_domain and not report.warnings
+
+
+def test_a_shifted_query_domain_is_out_of_domain():
+    bank, queries, gallery = strong_model_task(shift=4.0)
+    report = querybank_diagnostics(bank, queries, gallery=gallery, warn=False)
+    assert report.depth_ks > 0.5 and report.depth_gap and report.out_of_domain
+
+
+@pytest.mark.parametrize("shift", [0.0, 4.0])
+def test_thresholds_are_parameters(shift):
+    bank, queries, gallery = strong_model_task(n_gallery=100, n_dims=16, shift=shift)
+    report = querybank_diagnostics(bank, queries, gallery=gallery, warn=False)
+    for max_ks in (report.depth_ks * 0.99, report.depth_ks):
+        strict = querybank_diagnostics(bank, queries, gallery=gallery, max_ks=max_ks, warn=False)
+        assert strict.max_ks == max_ks
+        assert strict.depth_gap == (report.depth_ks > max_ks and report.depth_ks_pvalue < 0.01)
+    for share in (report.nn_outlier_share * 0.99, report.nn_outlier_share):
+        strict = querybank_diagnostics(bank, queries, gallery=gallery, max_outlier_share=share,
+                                       warn=False)
+        assert strict.neighbor_gap == (report.nn_outlier_share > share)
 
 
 def test_figures_do_not_depend_on_the_block_size(embeddings):
@@ -214,9 +263,9 @@ def test_bundled_banks(bundled, mode, bank_name, expected):
     assert len(messages) == len(expected)
     report = querybank_diagnostics(bank, queries, gallery=gallery, warn=False)
     assert report.covers_little == report.neighbor_gap == (bank_name != "in-domain")
-    # The adversarial bank is drawn from the in-domain glosses: its top-1 similarities
+    # The adversarial bank is drawn from the in-domain glosses: its similarities
     # are distributed as the queries' are.
-    assert report.top1_gap == (bank_name == "far-domain")
+    assert report.depth_gap == (bank_name == "far-domain")
     for message, phrase in zip(messages, expected):
         assert phrase in message
 
@@ -233,6 +282,12 @@ def test_bundled_banks(bundled, mode, bank_name, expected):
     ({"bank": np.ones((4, 5)), "queries": [[1.0, np.nan, 0, 0, 0]]}, ValueError,
      "queries contains NaN"),
     ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "k": 6}, ValueError, "k=6"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "depth": 1}, ValueError, "depth"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "max_ks": 0}, ValueError,
+     r"max_ks must be in \(0, 1\]"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "max_outlier_share": 1.5},
+     ValueError, "max_outlier_share"),
+    ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "max_ks": "a"}, TypeError, "max_ks"),
     ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "warn": "yes"}, TypeError, "warn"),
     ({"bank": np.array([["a"] * 5] * 4), "queries": np.ones((3, 5))}, ValueError, "bank"),
     ({"bank": np.ones((4, 5)), "queries": np.ones((3, 5)), "gallery_bank": np.ones((2, 4))},
