@@ -33,6 +33,7 @@ from .rerankers import (
 
 __version__ = "1.0.0"
 
+from ._bank_search import QueryBankSearchCV
 from ._compare import compare  # after the estimators: it reads the catalogue of them
 from ._validation import renamed_names
 
@@ -54,6 +55,7 @@ __all__ = [
     "PointwiseReranker",
     "PreferenceStrengthReranker",
     "QueryBankGate",
+    "QueryBankSearchCV",
     "QueryBankZNorm",
     "QueryExpansionReranker",
     "RandomWalkReranker",
