@@ -26,7 +26,7 @@ MIN_DIS_SHARE = 0.5
 # that a query's own answer (which a test query has in the gallery and a bank query has
 # not) does not decide it.
 DEPTH = 10
-MAX_KS = 0.3
+MAX_KS = 0.16
 # ... and only when the KS test rejects equal distributions at this level (small banks
 # or query sets differ by chance).
 KS_ALPHA = 0.01
@@ -34,7 +34,7 @@ KS_ALPHA = 0.01
 # NN_QUANTILE-quantile of nearest-neighbour similarity (5% of bank queries are, by
 # construction).
 NN_QUANTILE = 0.05
-MAX_OUTLIER_SHARE = 0.2
+MAX_OUTLIER_SHARE = 0.37
 # Bank rows whose nearest other bank row is searched for the reference distribution.
 MAX_REFERENCE_ROWS = 4096
 
@@ -67,6 +67,7 @@ class QueryBankDiagnostics:
     top1_ks_pvalue: float
     top1_wasserstein: float
     depth: int
+    bank_depth: int
     bank_depth_median: float
     query_depth_median: float
     depth_ks: float
@@ -86,7 +87,7 @@ class QueryBankDiagnostics:
     @property
     def depth_gap(self):
         """Whether the queries' similarities at rank ``depth`` and the bank's at rank
-        ``depth - 1`` differ beyond ``max_ks``."""
+        ``bank_depth`` differ beyond ``max_ks``."""
         return self.depth_ks > self.max_ks and self.depth_ks_pvalue < KS_ALPHA
 
     @property
@@ -130,7 +131,7 @@ class QueryBankDiagnostics:
         )
         lines.append(
             f"  similarity of the {_ordinal(self.depth)} nearest item (the bank's "
-            f"{_ordinal(max(self.depth - 1, 1))}), median: bank {self.bank_depth_median:.3f}, "
+            f"{_ordinal(self.bank_depth)}), median: bank {self.bank_depth_median:.3f}, "
             f"queries {self.query_depth_median:.3f}; KS distance {self.depth_ks:.3f} "
             f"(p={self.depth_ks_pvalue:.2g})"
         )
@@ -165,12 +166,13 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
       one factor;
     - *domain gap*, comparing like with like: the two-sample Kolmogorov-Smirnov
       distance between the queries' similarities to their ``depth``-th nearest
-      gallery item and the bank queries' to their ``depth - 1``-th. A query to
-      serve has its answer among the gallery items and a bank query has not, so
-      their top-1 similarities differ whenever the model is good; ten items
-      down, and one rank shallower for the bank, both describe the
-      neighbourhood a query lands in, answer or not. The top-1 figures are
-      reported beside it. In embedding mode, each query's similarity to its
+      gallery item and the bank queries' to their ``depth``-th or ``depth - 1``-th,
+      whichever is nearer (``bank_depth``). A query to serve has its answer among
+      the gallery items; a bank query of a training split has not (one item
+      fewer above its neighbourhood), one of served queries has. Their top-1
+      similarities differ whenever the model is good and the bank lacks the
+      answers; ten items down, both describe the neighbourhood a query lands in.
+      The top-1 figures are reported beside it. In embedding mode, each query's similarity to its
       nearest bank query is compared with the bank's own nearest-neighbour
       similarities (each bank query's nearest other bank query, for up to 4,096
       evenly spaced bank queries): the share of queries less similar to the bank
@@ -202,12 +204,12 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
         Each bank query activates its top ``k`` gallery items, as DIS's ``k``.
     depth : int, default=10
         The domain test compares each query's similarity to its ``depth``-th
-        nearest gallery item with each bank query's to its ``depth - 1``-th; at
-        least 2, and at most the gallery's size.
-    max_ks : float, default=0.3
+        nearest gallery item with each bank query's to its ``depth``-th or
+        ``depth - 1``-th; at least 2 (the gallery's size when it has fewer items).
+    max_ks : float, default=0.16
         The KS distance at ``depth``, in (0, 1], above which the bank looks out of
         domain (:attr:`QueryBankDiagnostics.depth_gap`).
-    max_outlier_share : float, default=0.2
+    max_outlier_share : float, default=0.37
         The share of nearest-neighbour outliers among the queries, in (0, 1], above
         which the bank looks out of domain (embedding mode only).
     metric : {"cosine", "dot"}, default="cosine"
@@ -275,11 +277,12 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     gallery_bank_activated = None if gallery_bank is None else _activated(
         _gallery_bank_probe(gallery_bank, gallery_t, n_gallery, metric), k, working_memory)
     dtype = _dtype(bank, queries, gallery)
-    depth = max(2, min(depth, n_gallery)) if n_gallery > 1 else 1
+    depth = min(depth, n_gallery)
+    bank_depths = tuple(sorted({max(depth - 1, 1), depth}))
     bank_top1, _, bank_deep = streamed_row_top1(
-        ProbeMatrix(bank, gallery_t, metric, dtype, "bank"), working_memory, max(depth - 1, 1))
+        ProbeMatrix(bank, gallery_t, metric, dtype, "bank"), working_memory, bank_depths)
     query_top1, query_item, query_deep = streamed_row_top1(
-        ProbeMatrix(queries, gallery_t, metric, dtype, "queries"), working_memory, depth)
+        ProbeMatrix(queries, gallery_t, metric, dtype, "queries"), working_memory, (depth,))
     figures = {
         "n_bank": n_bank, "n_queries": len(queries), "n_gallery": n_gallery, "k": k,
         "gallery_coverage": float(activated.mean()),
@@ -291,9 +294,7 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
         **_ks_figures(bank_top1, query_top1, "top1"),
         "top1_wasserstein": float(wasserstein_distance(bank_top1, query_top1)),
         "depth": depth,
-        "bank_depth_median": float(np.median(bank_deep)),
-        "query_depth_median": float(np.median(query_deep)),
-        **_ks_figures(bank_deep, query_deep, "depth"),
+        **_depth_figures(bank_deep, query_deep[:, 0], bank_depths),
         **_neighbour_figures(bank, queries, gallery, metric, dtype, working_memory),
         "max_ks": max_ks, "max_outlier_share": max_outlier_share,
     }
@@ -371,6 +372,18 @@ def _ks_figures(bank_values, query_values, prefix):
     return {f"{prefix}_ks": float(test.statistic), f"{prefix}_ks_pvalue": float(test.pvalue)}
 
 
+def _depth_figures(bank_deep, query_deep, bank_depths):
+    """The KS test of the queries' similarities at ``depth`` against the bank's column
+    (of ``bank_depths``) nearest to them; ties to the shallower."""
+    tests = [ks_2samp(column, query_deep) for column in bank_deep.T]
+    nearest = min(range(len(tests)), key=lambda i: tests[i].statistic)
+    return {"bank_depth": bank_depths[nearest],
+            "bank_depth_median": float(np.median(bank_deep[:, nearest])),
+            "query_depth_median": float(np.median(query_deep)),
+            "depth_ks": float(tests[nearest].statistic),
+            "depth_ks_pvalue": float(tests[nearest].pvalue)}
+
+
 def _ordinal(n):
     suffix = "th" if 10 <= n % 100 < 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -384,18 +397,20 @@ def _gallery_bank_figures(activated, gallery_bank_activated, query_item):
             "dual_dis_share": float(either.mean())}
 
 
-def streamed_row_top1(probe, working_memory=None, depth=None):
+def streamed_row_top1(probe, working_memory=None, depths=None):
     """Each row's largest value and its column (the lowest among ties), streamed;
-    with ``depth``, each row's ``depth``-th largest value too."""
+    with ``depths``, each row's ``d``-th largest value for every ``d`` of them too,
+    one column each."""
     values = np.empty(probe.shape[0], dtype=probe.dtype)
     columns = np.empty(probe.shape[0], dtype=np.intp)
-    deep = None if depth is None else np.empty(probe.shape[0], dtype=probe.dtype)
+    if depths is not None:
+        deep = np.empty((probe.shape[0], len(depths)), dtype=probe.dtype)
+        at = [probe.shape[1] - depth for depth in depths]
     for rows, block in probe.blocks(working_memory, n_buffers=2):
         values[rows], columns[rows] = row_top1(block)
-        if depth is not None:
-            at = block.shape[1] - depth
+        if depths is not None:
             deep[rows] = np.partition(block, at, axis=1)[:, at]
-    return (values, columns) if depth is None else (values, columns, deep)
+    return (values, columns) if depths is None else (values, columns, deep)
 
 
 def nearest_bank_similarity(bank, others=None, *, metric="cosine", working_memory=None):
@@ -447,7 +462,7 @@ def _warnings(report):
     if report.depth_gap:
         gaps.append(f"the KS distance between the queries' similarities to their "
                     f"{_ordinal(report.depth)} nearest gallery item and the bank's to their "
-                    f"{_ordinal(max(report.depth - 1, 1))} is "
+                    f"{_ordinal(report.bank_depth)} is "
                     f"{report.depth_ks:.3f} (over {report.max_ks}, "
                     f"p={report.depth_ks_pvalue:.2g}; medians {report.bank_depth_median:.3f} "
                     f"and {report.query_depth_median:.3f})")

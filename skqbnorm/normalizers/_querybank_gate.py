@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from .._validation import NotBool
-from ..metrics._querybank import DEPTH, MAX_KS, querybank_diagnostics
+from ..metrics._querybank import DEPTH, MAX_KS, MAX_OUTLIER_SHARE, querybank_diagnostics
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -22,18 +22,20 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     :func:`~skqbnorm.metrics.querybank_diagnostics` compares the bank with the
     queries to serve (or a sample of them; their answers are not needed). It
     compares like with like: each query's similarity to its ``depth``-th nearest
-    gallery item against each bank query's to its ``depth - 1``-th (a query to
-    serve has its answer among the gallery items, a bank query has not), which
-    describes the neighbourhood a query lands in whether or not the model finds
-    its answer. When bank and queries are distributed differently there (``diagnostics_.depth_gap``: KS distance
-    over ``max_ks`` with p < 0.01), the gate closes: :meth:`transform` returns
-    the similarities unchanged, and the diagnostics'
-    :class:`~skqbnorm.metrics.QueryBankWarning` says why. Otherwise it returns
-    the normaliser's scores. The gate reads similarities only, so it decides the
-    same with precomputed similarities as with embeddings; the diagnostics'
-    other warnings (low coverage, queries far from their nearest bank query) do
-    not close it. The user guide's querybank page gives the study, over
-    retrieval sets of weak and strong models, that chose the defaults.
+    gallery item against each bank query's to its ``depth``-th or ``depth - 1``-th,
+    whichever is nearer (a query to serve has its answer among the gallery
+    items, a bank query of a training split has not), which describes the
+    neighbourhood a query lands in whether or not the model finds its answer. When bank and queries are distributed differently there
+    (``diagnostics_.depth_gap``: KS distance over ``max_ks`` with p < 0.01) or,
+    when fitted on embeddings, when over ``max_outlier_share`` of the queries are
+    farther from their nearest bank query than 95% of bank queries are from
+    theirs (``diagnostics_.neighbor_gap``), the bank looks out of domain and the
+    gate closes: :meth:`transform` returns the similarities unchanged, and the
+    diagnostics' :class:`~skqbnorm.metrics.QueryBankWarning` says why.
+    Otherwise it returns the normaliser's scores. A bank that covers little of
+    the gallery (the diagnostics' other warning) does not close it. The user
+    guide's querybank page gives the study, over retrieval sets of weak and
+    strong models, that chose the defaults.
 
     Because ``fit`` needs the queries to serve, scikit-learn's ``check_estimator``
     (which fits on ``X`` alone) does not apply; the wrapped normaliser passes it.
@@ -46,9 +48,12 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     depth : int, default=10
         The rank of the gallery item whose similarity is compared, at least 2
         (the gallery's last when it has fewer items).
-    max_ks : float, default=0.3
+    max_ks : float, default=0.16
         The KS distance, in (0, 1], between the bank's and the queries'
         similarities at ``depth`` above which the gate closes.
+    max_outlier_share : float, default=0.37
+        With embeddings, the share of queries, in (0, 1], that are
+        nearest-neighbour outliers of the bank above which the gate closes.
 
     Attributes
     ----------
@@ -57,7 +62,7 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     diagnostics_ : QueryBankDiagnostics
         The bank against the queries given to fit.
     open_ : bool
-        Whether :meth:`transform` normalises (``not diagnostics_.depth_gap``).
+        Whether :meth:`transform` normalises (``not diagnostics_.out_of_domain``).
     n_features_in_ : int
         Number of gallery items.
 
@@ -78,12 +83,15 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         "normalizer": "no_validation",  # checked against the capabilities contract in fit
         "depth": [NotBool(Integral, 2, None, closed="left")],
         "max_ks": [Interval(Real, 0, 1, closed="right")],
+        "max_outlier_share": [Interval(Real, 0, 1, closed="right")],
     }
 
-    def __init__(self, normalizer=None, *, depth=DEPTH, max_ks=MAX_KS):
+    def __init__(self, normalizer=None, *, depth=DEPTH, max_ks=MAX_KS,
+                 max_outlier_share=MAX_OUTLIER_SHARE):
         self.normalizer = normalizer
         self.depth = depth
         self.max_ks = max_ks
+        self.max_outlier_share = max_outlier_share
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y=None, *, queries=None, gallery=None, gallery_bank=None,
@@ -129,9 +137,10 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         params = self.normalizer_.get_params()
         self.diagnostics_ = querybank_diagnostics(
             X, queries, gallery=gallery, depth=self.depth, max_ks=self.max_ks,
-            metric=params.get("metric", "cosine"), working_memory=params.get("working_memory"),
+            max_outlier_share=self.max_outlier_share, metric=params.get("metric", "cosine"),
+            working_memory=params.get("working_memory"),
         )
-        self.open_ = not self.diagnostics_.depth_gap
+        self.open_ = not self.diagnostics_.out_of_domain
         self.n_features_in_ = self.normalizer_.n_features_in_
         return self
 

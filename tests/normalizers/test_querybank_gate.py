@@ -32,8 +32,9 @@ def test_open_on_the_in_domain_bank_equals_the_normalizer(data, template):
 def test_closed_on_the_far_domain_bank_returns_a_copy_of_the_input(data):
     query_sims = data.query_embeddings @ data.gallery_embeddings.T
     bank_sims = data.far_bank_embeddings @ data.gallery_embeddings.T
-    with pytest.warns(QueryBankWarning, match="looks out of domain"):
+    with pytest.warns(QueryBankWarning) as record:
         gate = QueryBankGate().fit(bank_sims, queries=query_sims)
+    assert any("looks out of domain" in str(w.message) for w in record)
     assert not gate.open_
     assert gate.diagnostics_ == querybank_diagnostics(bank_sims, query_sims, warn=False)
     scores = gate.transform(query_sims)
@@ -45,15 +46,24 @@ def test_closed_on_the_far_domain_bank_returns_a_copy_of_the_input(data):
 
 @pytest.mark.slow
 def test_open_on_the_adversarial_bank(data):
-    # Its queries find few bank queries near them (a warning), but its top-1
-    # similarities are distributed as the queries' are: the gate stays open.
+    # It covers little of the gallery (a warning), but its queries land in the
+    # neighbourhoods the queries do, and fewer than max_outlier_share of the queries
+    # are far from it: the gate stays open.
     gallery = data.gallery_embeddings
     top1 = (data.bank_embeddings @ gallery.T).argmax(axis=1)
     popularity = np.bincount(top1, minlength=len(gallery))
     bank = data.bank_embeddings[np.argsort(-popularity[top1], kind="stable")[:1000]]
-    with pytest.warns(QueryBankWarning):
+    with pytest.warns(QueryBankWarning, match="covers little"):
         gate = QueryBankGate().fit(bank, queries=data.query_embeddings, gallery=gallery)
-    assert gate.open_ and gate.diagnostics_.out_of_domain and not gate.diagnostics_.depth_gap
+    assert gate.open_ and not gate.diagnostics_.out_of_domain
+    assert 0.2 < gate.diagnostics_.nn_outlier_share < gate.max_outlier_share
+    strict = QueryBankGate(max_outlier_share=0.2)
+    with pytest.warns(QueryBankWarning) as record:
+        strict.fit(bank, queries=data.query_embeddings, gallery=gallery)
+    assert {"covers little", "looks out of domain"} <= {
+        phrase for w in record for phrase in ("covers little", "looks out of domain")
+        if phrase in str(w.message)}
+    assert not strict.open_ and strict.diagnostics_.neighbor_gap
 
 
 def test_bad_input():
