@@ -97,6 +97,11 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         self.working_memory = working_memory
         self.n_jobs = n_jobs
 
+    # scikit-learn's set_output wraps only the transform a TransformerMixin subclass
+    # defines itself, not one it inherits from a plain mixin: named here, it returns
+    # the configured container (columns: get_feature_names_out, one per gallery item).
+    transform = ServingMixin.transform
+
     # -- fit -----------------------------------------------------------------------
 
     @_fit_context(prefer_skip_nested_validation=True)

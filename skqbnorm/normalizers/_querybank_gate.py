@@ -209,6 +209,23 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return self.normalizer_.similarities(queries)
 
+    def get_feature_names_out(self, input_features=None):
+        """One output name per gallery item, as the wrapped normaliser names them.
+
+        ``set_output`` names the columns of :meth:`transform` with them.
+
+        Parameters
+        ----------
+        input_features : array-like of str, default=None
+            The gallery items' names; None: those seen at fit, else ``x0``, ``x1``, ...
+
+        Returns
+        -------
+        names : ndarray of str of shape (n_gallery,)
+        """
+        check_is_fitted(self)
+        return self.normalizer_.get_feature_names_out(input_features)
+
     def serving_normalizer(self):
         """The fitted normaliser that serves the queries: the wrapped one when the
         gate is open, else one whose scores are the raw similarities (a bias form
