@@ -257,15 +257,16 @@ def _booleans(values, name, subject, detail=""):
 
 
 def check_sims(sims, name="sims"):
-    """A non-empty 2-D float32/float64 similarity matrix with finite entries."""
+    """A non-empty 2-D float32/float64 similarity matrix with finite entries (float16
+    read as float32, other reals as float64)."""
     sims = real_array(sims, name)
     if sims.ndim != 2 or sims.size == 0:
         raise ValueError(
             f"{name} must be a non-empty 2-D array of shape (n_queries, n_gallery); "
             f"got shape {sims.shape}."
         )
-    if sims.dtype not in (np.float32, np.float64):
-        sims = sims.astype(np.float64)
+    if sims.dtype not in FLOAT_DTYPES:
+        sims = sims.astype(float_dtype(sims, name))
     check_finite_block(sims, slice(0, len(sims)), name=name)
     return sims
 
@@ -274,7 +275,8 @@ FLOAT_DTYPES = (np.float64, np.float32)
 
 
 def float_dtype(array, name):
-    """The dtype blocks of ``array`` are cast to: float32 and float64 kept, else float64.
+    """The dtype blocks of ``array`` are cast to: float32 and float64 kept, float16
+    read as float32, anything else as float64.
 
     Only real numbers are accepted (``dtype="numeric"`` lets datetimes through).
     """
@@ -282,7 +284,15 @@ def float_dtype(array, name):
         raise ValueError(
             f"{name} must hold real numbers, got dtype {array.dtype} (shape {array.shape})."
         )
+    if array.dtype == np.float16:
+        return np.dtype(np.float32)
     return array.dtype if array.dtype in FLOAT_DTYPES else np.dtype(np.float64)
+
+
+def float_dtypes(array):
+    """``check_array``'s ``dtype`` for ``array``: float32 and float64 kept, float16 read
+    as float32 (the list alone would widen it to float64), anything else as float64."""
+    return np.float32 if getattr(array, "dtype", None) == np.float16 else FLOAT_DTYPES
 
 
 def describe(array):
@@ -311,6 +321,8 @@ def check_embeddings(X, name, dtype=FLOAT_DTYPES):
     Finiteness is tested here, not by check_array, whose sum overflows to NaN (with a
     warning) for finite embeddings near the float maximum.
     """
+    if dtype is FLOAT_DTYPES:
+        dtype = float_dtypes(X)
     with naming(name, X):
         X = check_array(X, dtype=dtype, ensure_all_finite=False, input_name=name)
     if not all_finite(X):

@@ -301,7 +301,8 @@ BETA_NORMALIZERS = ("IS", "DIS")
 
 
 def _out_dtype(x):
-    return np.float32 if getattr(x, "dtype", None) == np.float32 else np.float64
+    """float32 and float16 give float32; anything else float64."""
+    return np.float32 if getattr(x, "dtype", None) in (np.float32, np.float16) else np.float64
 
 
 def sweep_normalizers():

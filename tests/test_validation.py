@@ -7,11 +7,13 @@ from numpy.testing import assert_allclose, assert_array_equal
 from skqbnorm import (
     CSLS,
     Centering,
+    DualInvertedSoftmax,
     DynamicInvertedSoftmax,
     GloballyCorrected,
     InvertedSoftmax,
+    catalogue,
 )
-from skqbnorm._validation import check_sims
+from skqbnorm._validation import check_embeddings, check_sims, float_dtype
 
 from helpers import GC_BANK
 
@@ -253,10 +255,60 @@ def test_overflowing_scores_are_named_at_the_first():
 
 @pytest.mark.parametrize("dtype, expected", [
     (np.float32, np.float32), (np.float64, np.float64), (np.int64, np.float64),
-    (np.float16, np.float64),
+    (np.float16, np.float32),
 ])
 def test_check_sims_keeps_float32_and_float64_and_widens_the_rest(dtype, expected):
     sims = np.array([[1, 2], [3, 4]], dtype=dtype)
     checked = check_sims(sims)
     assert checked.dtype == expected
     assert_allclose(checked, [[1.0, 2.0], [3.0, 4.0]])
+
+
+# -- float16 in, float32 out ---------------------------------------------------------------
+# float16 is read as float32, the narrowest dtype the normalisers compute in (scikit-learn's
+# check_array would widen it to float64); the cast is exact, so float16 input scores
+# exactly as the same values in float32.
+
+
+def half(rng, *shape):
+    return rng.normal(size=shape).astype(np.float16)
+
+
+def test_float16_is_read_as_float32_by_the_checks(rng):
+    values = half(rng, 4, 3)
+    assert float_dtype(values, "X") == np.float32
+    assert float_dtype(values.astype(np.int8), "X") == np.float64
+    assert check_embeddings(values, "queries").dtype == np.float32
+    assert check_embeddings(values.astype(np.float64), "queries").dtype == np.float64
+    assert check_embeddings(values.tolist(), "queries").dtype == np.float64
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("cls", catalogue.normalizers(), ids=lambda c: c.__name__)
+def test_float16_similarities_give_float32_scores(cls, rng):
+    bank, queries = half(rng, 40, 12), half(rng, 5, 12)
+    fitted = cls().fit(bank)
+    exact = cls().fit(bank.astype(np.float32))
+    scores = fitted.transform(queries)
+    assert scores.dtype == np.float32
+    assert_array_equal(scores, exact.transform(queries.astype(np.float32)))
+    assert fitted.fit_transform(bank).dtype == np.float32
+    indices, top = fitted.top_k(queries, k=3)
+    assert top.dtype == np.float32
+    assert_array_equal(indices, exact.top_k(queries.astype(np.float32), k=3)[0])
+    chunks = [queries[:, :5], queries[:, 5:]]
+    assert_array_equal(fitted.top_k(chunks=chunks, k=3)[1], top)
+
+
+@pytest.mark.parametrize("cls", [CSLS, DualInvertedSoftmax], ids=lambda c: c.__name__)
+def test_float16_embeddings_give_float32_scores(cls, rng):
+    bank, gallery, queries = half(rng, 30, 6), half(rng, 12, 6), half(rng, 5, 6)
+    extra = {"gallery_bank": half(rng, 20, 6)} if cls is DualInvertedSoftmax else {}
+    fitted = cls().fit(bank, gallery=gallery, **extra)
+    assert fitted.gallery_embeddings_.dtype == np.float32
+    sims = fitted.similarities(queries)
+    assert sims.dtype == np.float32 and fitted.transform(sims).dtype == np.float32
+    assert fitted.top_k(queries=queries, k=3)[1].dtype == np.float32
+    as32 = {key: value.astype(np.float32) for key, value in extra.items()}
+    exact = cls().fit(bank.astype(np.float32), gallery=gallery.astype(np.float32), **as32)
+    assert_array_equal(fitted.transform(sims), exact.transform(exact.similarities(queries.astype(np.float32))))

@@ -28,7 +28,7 @@ from .._core import (
     search_in_tiles,
     searches_in_parts,
 )
-from .._validation import FLOAT_DTYPES, float_dtype, naming
+from .._validation import float_dtype, float_dtypes, naming
 
 #: Fewest whole query rows per block for which :meth:`TopKMixin.top_k` reads
 #: whole rows within ``PRODUCT_MEMORY``; beyond that gallery size it streams the gallery.
@@ -312,7 +312,7 @@ class TopKMixin:
                 with naming(f"chunks[{position}]", chunk):
                     chunk = check_array(
                         chunk,
-                        dtype=FLOAT_DTYPES,
+                        dtype=float_dtypes(chunk),
                         ensure_all_finite=False,
                         ensure_min_features=0,
                         input_name="chunks",
