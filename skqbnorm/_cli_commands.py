@@ -93,11 +93,12 @@ def run_evaluate(args):
     everything = args.method == tuple(METHODS)
     if args.save is not None and (everything or len(args.method) > 2):
         raise CommandError("--save writes one normalised matrix: choose one --method.")
+    if args.force and args.save is None:
+        raise CommandError("--force lets --save replace an existing file; it needs --save.")
     embedding_mode = check_input_mode(args)
-    output = reserve_output(args.save, input_paths(args))
     settings = settings_of(args)
     tell = teller("evaluate")
-    with output:
+    with reserve_output(args.save, input_paths(args), args.force) as output:
         query_sims, bank_sims, gallery_bank = (load_embedding_inputs(args) if embedding_mode
                                                else load_similarity_inputs(args))
         gt = load_or_assume_gt(args, query_sims.shape, embedding_mode)
@@ -294,7 +295,7 @@ def check_columns(query_sims, bank_sims, option):
 def load_or_assume_gt(args, shape, embedding_mode):
     """--gt, checked; without it the diagonal (:func:`assumed_gt_note` says so)."""
     if args.gt is not None:
-        return load_gt(args.gt, shape)
+        return load_gt(args.gt, shape, "--queries" if embedding_mode else "--sims")
     what = "--queries x --gallery" if embedding_mode else "--sims"
     try:
         gt = diagonal_gt(shape, what)
@@ -323,11 +324,12 @@ def report_querybank(query_sims, bank_sims, settings, quiet, command="evaluate")
             note(f"skqbnorm {command}: warning: {message}")
 
 
-def reserve_output(save, inputs):
-    """A :class:`ReservedOutput` for ``--save`` (a no-op context without it)."""
+def reserve_output(save, inputs, force=False):
+    """A :class:`ReservedOutput` for ``--save`` (a no-op context without it); an
+    existing file is replaced only with ``force`` (``--force``)."""
     if save is None:
         return contextlib.nullcontext()
-    return ReservedOutput(output_path(save), inputs)
+    return ReservedOutput(output_path(save), inputs, force)
 
 
 # -- demo -------------------------------------------------------------------------------

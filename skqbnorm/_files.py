@@ -5,13 +5,17 @@ with exit status 2. Inputs: the ``.npy`` header is checked against the file size
 ``.npz`` member's header against its uncompressed size) before anything is mapped or
 decompressed, then the dtype, the shape and finite values. Outputs: a temporary file
 beside the target, reserved before any work is done, replaces the target at the end,
-and never an input (also through links).
+and never an input (also through links), nor an existing file without ``--force``;
+the temporary file is removed on any error, on Ctrl-C and on SIGTERM.
 """
 
+import contextlib
 import math
 import os
 import secrets
 import shutil
+import signal
+import threading
 import zipfile
 import zlib
 from collections import namedtuple
@@ -27,6 +31,14 @@ from ._validation import check_relevance
 
 class CommandError(Exception):
     """An error the command line reports in one line, with exit status 2."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived while ``--save`` held its temporary file (exit status 143).
+
+    A BaseException, as KeyboardInterrupt is, so that no ``except Exception`` on the
+    way stops it before the temporary file is removed.
+    """
 
 
 # -- loading: headers checked before any mapping or decompression -----------------------
@@ -188,19 +200,23 @@ def check_finite(matrix, where):
             )
 
 
-def load_gt(path, shape):
-    """The correct gallery index per query (int64) or a boolean relevance matrix, checked."""
+def load_gt(path, shape, of="--sims"):
+    """The correct gallery index per query (int64) or a boolean relevance matrix, checked.
+
+    ``shape`` is that of the query-by-gallery similarities, and ``of`` names the
+    option it comes from in messages (``"--queries"`` for embeddings).
+    """
     where = f"--gt {path}"
     gt = np.array(load_array(path, "--gt", TARGETS))
     if gt.ndim == 2:
-        return relevance_matrix(gt, shape, where)
+        return relevance_matrix(gt, shape, where, of)
     n_queries, n_gallery = shape
     if gt.dtype.kind == "b":
         raise CommandError(f"{where}: holds booleans; a 1-D gt holds one gallery index per query.")
     if len(gt) != n_queries:
         raise CommandError(
             f"{where}: has shape {gt.shape}; gt needs one gallery index per query of "
-            f"--sims ({n_queries},)."
+            f"{of} ({n_queries},)."
         )
     bad = np.flatnonzero(~np.isfinite(gt) | (gt != np.round(gt)) | (gt < 0) | (gt >= n_gallery))
     if bad.size:
@@ -211,15 +227,18 @@ def load_gt(path, shape):
     return gt.astype(np.int64)
 
 
-def relevance_matrix(gt, shape, where):
+def relevance_matrix(gt, shape, where, of="--sims"):
     """A 2-D gt: 0/1 (or boolean) of the shape of --sims, with a relevant item per query."""
+    if of != "--sims":  # embeddings: the shape is that of their similarities
+        of = f"{of} x --gallery"
     try:
-        return check_relevance(gt, shape, of="--sims")
+        return check_relevance(gt, shape, of=of)
     except ValueError as error:
         raise CommandError(f"{where}: {error}") from None
 
 
 # -- the output: never an input, reserved before the evaluation, replaced at the end ------
+# (and never an existing file without --force)
 
 
 def output_path(save):
@@ -233,35 +252,75 @@ def output_path(save):
     return Path(save if save.endswith(".npy") else save + ".npy")
 
 
+NOT_INSTALLED = object()  # ReservedOutput's SIGTERM handler is not in place
+
+
 class ReservedOutput:
-    """A temporary file beside the target (resolved through links), created at once.
+    """A temporary file beside the target (resolved through links), created on entering
+    the ``with`` block.
 
     Creating it proves the folder writable before any work is done; :meth:`commit`
     fills it and replaces the target, and leaving the ``with`` block without a commit
+    (an error, Ctrl-C, or SIGTERM, which raises :class:`Terminated` inside the block)
     removes it. The target is refused when it is one of ``inputs`` (same file, also
-    through symbolic or hard links) or anything but a regular file.
+    through symbolic or hard links), anything but a regular file, or, unless
+    ``force``, an existing file.
     """
 
-    def __init__(self, path, inputs):
+    def __init__(self, path, inputs, force=False):
+        self.path, self.force = path, force
         self.target = Path(os.path.realpath(path))
-        check_target(self.target, path, inputs)
+        check_target(self.target, path, inputs, force)
         name = f".{self.target.name}.{secrets.token_hex(4)}.tmp"
         self.temporary = self.target.parent / name
-        try:
-            descriptor = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except OSError as error:
-            raise CommandError(
-                f"--save {path}: cannot write in {self.target.parent} "
-                f"({error.strerror or error})."
-            ) from error
-        self.file = os.fdopen(descriptor, "wb")
+        self.file = None
+        self._previous_handler = NOT_INSTALLED
 
     def __enter__(self):
+        self._catch_sigterm()
+        try:
+            descriptor = os.open(self.temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            self.file = os.fdopen(descriptor, "wb")
+        except OSError as error:
+            self._release()
+            raise CommandError(
+                f"--save {self.path}: cannot write in {self.target.parent} "
+                f"({error.strerror or error})."
+            ) from error
+        except BaseException:
+            self._release()
+            raise
         return self
 
     def __exit__(self, *exc_info):
-        self.file.close()
-        self.temporary.unlink(missing_ok=True)
+        self._release()
+
+    def _release(self):
+        """Close and remove the temporary file (if it is still there); restore SIGTERM."""
+        try:
+            if self.file is not None:
+                self.file.close()
+            self.temporary.unlink(missing_ok=True)
+        finally:
+            if self._previous_handler is not NOT_INSTALLED:
+                # None: a handler not installed from Python; the default is the closest
+                previous = self._previous_handler
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+                self._previous_handler = NOT_INSTALLED
+
+    def _catch_sigterm(self):
+        """SIGTERM, which would end the process without removing the temporary file,
+        removes it and raises :class:`Terminated` instead (signals are handled in the
+        main thread), wherever in the block it arrives, the cleanup itself included."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def terminated(signum, frame):
+            with contextlib.suppress(OSError):
+                self.temporary.unlink(missing_ok=True)
+            raise Terminated
+
+        self._previous_handler = signal.signal(signal.SIGTERM, terminated)
 
     def commit(self, array):
         """Write ``array`` and move it into place; return the path written."""
@@ -270,13 +329,22 @@ class ReservedOutput:
         os.fsync(self.file.fileno())
         self.file.close()
         if self.target.exists():
+            if not self.force:  # it appeared during the evaluation
+                raise CommandError(existing_message(self.path, self.target))
             shutil.copymode(self.target, self.temporary)
         os.replace(self.temporary, self.target)
         return self.target
 
 
-def check_target(target, path, inputs):
-    """Refuse a target in no folder, a folder, an input, or a file that is not writable."""
+def existing_message(path, target):
+    """The refusal of an existing ``--save`` target, naming it and ``--force``."""
+    real = "" if os.path.abspath(path) == str(target) else f" (the file {target})"
+    return f"--save {path}: exists already{real}; pass --force to replace it."
+
+
+def check_target(target, path, inputs, force=False):
+    """Refuse a target in no folder, a folder, an input, an existing file unless
+    ``force``, or a file that is not writable."""
     folder = target.parent
     if not folder.is_dir():
         reason = "does not exist" if not folder.exists() else "is not a folder"
@@ -293,5 +361,7 @@ def check_target(target, path, inputs):
                 f"--save {path}: is the input {option} {source} (the same file); "
                 "choose another name."
             )
+    if not force:
+        raise CommandError(existing_message(path, target))
     if not os.access(target, os.W_OK):
         raise CommandError(f"--save {path}: exists and is read-only.")

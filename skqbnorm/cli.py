@@ -3,7 +3,9 @@
 Every bad input ends in one line on stderr and exit status 2, and no input file is
 ever written: inputs are checked (header against file size, dtype, shape, finite
 values) before anything is computed, and ``--save`` writes a temporary file beside
-its target, reserved before the evaluation, that replaces the target at the end.
+its target, reserved before the evaluation, that replaces the target at the end (an
+existing target only with ``--force``) and is removed if the run stops first. Ctrl-C
+ends in one line and exit status 130, SIGTERM during ``--save`` in one line and 143.
 The commands themselves are in :mod:`skqbnorm._cli_commands`; the evaluation is
 :func:`skqbnorm.compare`'s (:mod:`skqbnorm._evaluation`).
 """
@@ -17,7 +19,7 @@ import textwrap
 from . import __version__
 from ._cli_commands import chosen_methods, run_demo, run_evaluate
 from ._evaluation import ALIASES, CONFIDENCE
-from ._files import CommandError
+from ._files import CommandError, Terminated
 from .catalogue import METHODS, class_default
 
 # -- arguments --------------------------------------------------------------------------
@@ -103,9 +105,11 @@ methods (--method, case-insensitive; several comma-separated, e.g. dis,csls):
 
 """ + paragraphs(
         "Every input is checked before anything is computed; a bad one ends in one line on "
-        "stderr and exit status 2. --save never writes onto an input (also through links): "
-        "it writes a temporary file in the target's folder, checked writable before the "
-        "evaluation, and moves it into place at the end.",
+        "stderr and exit status 2. --save never writes onto an input (also through links), "
+        "nor onto an existing file unless --force is given: it writes a temporary file in "
+        "the target's folder, checked writable before the evaluation, and moves it into "
+        "place at the end; the temporary file is removed when the run stops first (an "
+        "error, Ctrl-C: exit status 130, SIGTERM: 143).",
         "Inputs are similarities (--sims, --bank-sims and, for the dual-bank methods, "
         "--gallery-bank-sims or --bank-gallery-bank-sims) or embeddings (--queries, "
         "--gallery, --bank and --gallery-bank, one row per item), compared by --metric "
@@ -199,7 +203,9 @@ def build_parser():
         help=option_help("temperature", "temperature", ", > 0"))
     add("--save", metavar="OUT.npy",
         help="write the normalised matrix of --method to this file (.npy is appended when "
-             "missing; an input or a folder is refused)")
+             "missing; an input or a folder is refused, an existing file unless --force)")
+    add("--force", action="store_true",
+        help="let --save replace an existing file (never an input)")
     for command in (demo, evaluate_):
         command.add_argument("--format", default="table", choices=("table", "json", "csv"))
         command.add_argument(
@@ -219,20 +225,40 @@ def build_parser():
     return parser
 
 
+#: Exit statuses of a run stopped by a signal, as a shell reports a command it killed.
+INTERRUPTED, TERMINATED = 128 + 2, 128 + 15
+
+
 def main(argv=None):
-    """Run ``skqbnorm``; the exit status (0, 2 for a bad input, 141 on a closed pipe)."""
+    """Run ``skqbnorm``; the exit status (0, 2 for a bad input, 130 on Ctrl-C, 143 on
+    SIGTERM during ``--save``, 141 on a closed pipe)."""
+    prog = "skqbnorm"
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        prog = f"skqbnorm {args.command}"
         try:
             status = args.run(args)
         except CommandError as error:
             message = " ".join(str(error).split())
-            parser.exit(2, f"skqbnorm {args.command}: error: {message}\n")
+            parser.exit(2, f"{prog}: error: {message}\n")
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return status
     except BrokenPipeError:
         return closed_pipe()
+    except KeyboardInterrupt:
+        return stopped(f"{prog}: interrupted (Ctrl-C).", INTERRUPTED)
+    except Terminated:
+        return stopped(f"{prog}: terminated (SIGTERM).", TERMINATED)
+
+
+def stopped(line, status):
+    """One line on stderr for a run stopped by a signal; its exit status."""
+    try:
+        print(line, file=sys.stderr)
+    except (OSError, ValueError):
+        pass
+    return status
 
 
 def closed_pipe():

@@ -4,6 +4,10 @@ import hashlib
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import textwrap
 import zipfile
 
 import numpy as np
@@ -140,7 +144,7 @@ def test_save_replaces_the_target_instead_of_writing_into_it(files, capsys, tmp_
     np.save(real, np.zeros(3))
     (tmp_path / "link.npy").symlink_to(real)
     for save in (target, tmp_path / "link"):
-        code, _, err = run(argv(files, "--method", "is", "--save", str(save)), capsys)
+        code, _, err = run(argv(files, "--method", "is", "--save", str(save), "--force"), capsys)
         assert code == 0
     np.testing.assert_array_equal(np.load(tmp_path / "other_name.npy"), np.zeros(3))
     assert np.load(target).shape == (20, 30)
@@ -157,11 +161,128 @@ def test_a_failed_run_leaves_the_target_and_no_temporary_file(files, capsys, tmp
     target = tmp_path / "out.npy"
     target.write_bytes(b"old")
     extra = {"sims": tmp_path / "missing.npy"} if failure == "input" else {}
-    err = refused(argv(files, "--method", "is", "--save", str(target), **extra), capsys)
+    err = refused(argv(files, "--method", "is", "--save", str(target), "--force", **extra),
+                  capsys)
     assert ("the normaliser failed" if failure == "evaluation" else "no such file") in err
     assert target.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bank.npy", "gt.npy", "out.npy",
                                                           "sims.npy"]
+
+
+def temporary_files(folder):
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("how", ["same name", "no suffix", "symlink"])
+def test_save_refuses_an_existing_file_without_force(files, capsys, tmp_path, how,
+                                                     no_evaluation):
+    target = tmp_path / "S.npy"
+    target.write_bytes(b"a similarity file")
+    save = {"same name": target, "no suffix": tmp_path / "S", "symlink": tmp_path / "L.npy"}[how]
+    if how == "symlink":
+        save.symlink_to(target)
+    err = refused(argv(files, "--method", "is", "--save", str(save)), capsys)
+    assert f"--save {save if how != 'no suffix' else target}: exists already" in err
+    assert "pass --force to replace it" in err
+    assert (f"(the file {target})" in err) == (how == "symlink")
+    assert target.read_bytes() == b"a similarity file" and not temporary_files(tmp_path)
+
+
+def test_force_replaces_an_existing_file_but_never_an_input(files, capsys, tmp_path,
+                                                            no_evaluation):
+    before = digests(files)
+    err = refused(argv(files, "--method", "is", "--save", str(files["--sims"]), "--force"),
+                  capsys)
+    assert "is the input --sims" in err and digests(files) == before
+    err = refused(argv(files, "--method", "is", "--force"), capsys)
+    assert "--force lets --save replace an existing file; it needs --save" in err
+
+
+def test_save_refuses_a_file_that_appeared_during_the_evaluation(files, capsys, tmp_path,
+                                                                 monkeypatch):
+    target = tmp_path / "out.npy"
+    evaluate = _cli_commands.method_rows
+
+    def someone_else_writes(*args, **kwargs):
+        target.write_bytes(b"theirs")
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(_cli_commands, "method_rows", someone_else_writes)
+    err = refused(argv(files, "--method", "is", "--save", str(target)), capsys)
+    assert "exists already; pass --force to replace it" in err
+    assert target.read_bytes() == b"theirs" and not temporary_files(tmp_path)
+
+
+def test_ctrl_c_is_one_line_and_exit_status_130(files, capsys, tmp_path, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(_cli_commands, "method_rows", interrupted)
+    try:
+        code, out, err = run(argv(files, "--method", "is", "--save", str(tmp_path / "out.npy"),
+                                  "--quiet"), capsys)
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped the command (a traceback, not one line)")
+    assert (code, out, err) == (130, "", "skqbnorm evaluate: interrupted (Ctrl-C).\n")
+    assert not (tmp_path / "out.npy").exists() and not temporary_files(tmp_path)
+
+
+@pytest.fixture
+def sigterm_recorder():
+    """A SIGTERM handler of the caller's own, which must be back in place afterwards."""
+    received = []
+
+    def record(signum, frame):
+        received.append(signum)
+
+    previous = signal.signal(signal.SIGTERM, record)
+    yield received, record
+    signal.signal(signal.SIGTERM, previous)
+
+
+def test_sigterm_during_the_write_removes_the_temporary_file(tmp_path, monkeypatch,
+                                                             sigterm_recorder):
+    received, record = sigterm_recorder
+    target = tmp_path / "out.npy"
+
+    def save_then_terminated(file, array, allow_pickle):
+        file.write(b"part of the array")
+        signal.raise_signal(signal.SIGTERM)
+        file.write(b" and the rest")
+
+    monkeypatch.setattr(_files.np, "save", save_then_terminated)
+    with pytest.raises(_files.Terminated), _files.ReservedOutput(target, {}) as output:
+        assert temporary_files(tmp_path)  # reserved on entering the block
+        output.commit(np.zeros((2, 3)))
+    assert not target.exists() and not temporary_files(tmp_path)
+    assert received == [] and signal.getsignal(signal.SIGTERM) is record
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_command_in_one_line_without_a_temporary_file(files, tmp_path):
+    # SIGTERM arrives while --save writes, in a separate process (its default action
+    # would end the process on the spot, leaving the temporary file behind).
+    script = textwrap.dedent("""
+        import signal, sys
+        import numpy as np
+        from skqbnorm import _files
+        from skqbnorm.cli import main
+
+        def save_then_terminated(file, array, allow_pickle):
+            file.write(b"part of the array")
+            file.flush()
+            signal.raise_signal(signal.SIGTERM)
+            file.write(b" and the rest")
+
+        _files.np.save = save_then_terminated
+        sys.exit(main(sys.argv[1:]))
+    """)
+    target = tmp_path / "out.npy"
+    done = subprocess.run([sys.executable, "-c", script,
+                           *argv(files, "--method", "is", "--save", str(target), "--quiet")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 143, done.stderr[-500:]
+    assert done.stderr == "skqbnorm evaluate: terminated (SIGTERM).\n" and done.stdout == ""
+    assert not target.exists() and not temporary_files(tmp_path)
 
 
 def test_save_to_an_npz_name_is_refused(files, capsys, tmp_path, no_evaluation):
@@ -411,6 +532,30 @@ def test_a_bad_gt_is_one_line_naming_the_query(files, capsys, tmp_path, name, no
     err = refused(argv(files, gt=tmp_path / "bad_gt.npy"), capsys)
     assert err.startswith(f"skqbnorm evaluate: error: --gt {tmp_path / 'bad_gt.npy'}: ")
     assert re.search(message, err), err
+
+
+@pytest.fixture
+def embedding_files(tmp_path):
+    rng = np.random.default_rng(0)
+    paths = {option: tmp_path / f"{option.strip('-')}.npy"
+             for option in ("--queries", "--gallery", "--bank")}
+    for (option, path), rows in zip(paths.items(), (N_QUERIES, N_GALLERY, N_BANK)):
+        np.save(path, rng.normal(size=(rows, 8)))
+    return paths
+
+
+@pytest.mark.parametrize("gt, message", [
+    (np.arange(N_QUERIES + 3) % N_GALLERY,
+     r"has shape \(23,\); gt needs one gallery index per query of --queries \(20,\)"),
+    (np.eye(N_GALLERY + 1, dtype=bool)[np.arange(N_QUERIES)],
+     r"shape of --queries x --gallery \(20, 30\); got \(20, 31\)"),
+])
+def test_a_bad_gt_with_embeddings_names_the_queries(embedding_files, capsys, tmp_path, gt,
+                                                     message, no_evaluation):
+    np.save(tmp_path / "bad_gt.npy", gt)
+    err = refused(argv(embedding_files, gt=tmp_path / "bad_gt.npy"), capsys)
+    assert re.search(message, err), err
+    assert "--sims" not in err
 
 
 # -- methods, k, beta, progress ----------------------------------------------------------
