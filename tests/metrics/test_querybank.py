@@ -139,7 +139,7 @@ def test_a_strong_models_in_domain_bank_is_in_domain():
 
 def test_a_bank_with_its_answers_in_the_gallery_is_in_domain():
     # Served queries as the bank: every bank query has its answer in the gallery too.
-    bank, queries, gallery = strong_model_task()
+    _bank, queries, gallery = strong_model_task()
     noise = np.random.default_rng(1).normal(size=gallery.shape) / np.sqrt(gallery.shape[1])
     served = gallery + 0.25 * noise  # other queries of the same gallery items
     report = querybank_diagnostics(served, queries, gallery=gallery, warn=False)
