@@ -94,11 +94,12 @@ def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0,
     {
         "n_labelled_per_class": [NotBool(Integral, 1, SMALLEST_CLASS, closed="both")],
         "n_pool": [NotBool(Integral, 1, None, closed="left")],
+        "noise": [NotBool(Real, 0, None, closed="left"), None],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
-def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0):
+def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, noise=None, random_state=0):
     """Visual reranking lists on scikit-learn's handwritten digits.
 
     A weak "text" engine — a logistic regression trained on ``n_labelled_per_class``
@@ -106,7 +107,10 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0)
     each of the ten digit classes (one query per class). Each query's list is the
     whole pool, its initial scores the classifier's probabilities for the class,
     its relevant items the images of that class, and the features for the visual
-    graph the images' pixels scaled to [0, 1].
+    graph the images' pixels scaled to [0, 1]. With ``noise`` set, the engine is
+    instead the class indicator plus Gaussian noise of that standard deviation
+    (drawn per query and image): a text-like score that knows relevance only
+    through noise, whose errors the pixels can correct.
 
     Parameters
     ----------
@@ -116,6 +120,10 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0)
     n_pool : int, default=400
         Images in every query's list, at most the 1,797 digits less the labelled
         ones.
+    noise : float or None, default=None
+        None: the logistic-regression engine; a float >= 0: the indicator-plus-noise
+        engine with that standard deviation (the labelled images are then unused,
+        and left out of the pool all the same).
     random_state : int, RandomState instance or None, default=0
         Seed of the labelled set and the pool.
 
@@ -135,6 +143,9 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0)
     (4000, 64)
     >>> round(mean_average_precision(data.initial_scores, data.relevance, data.groups), 3)
     0.824
+    >>> noisy = load_digits_reranking(n_pool=500, noise=1.0)
+    >>> round(mean_average_precision(noisy.initial_scores, noisy.relevance, noisy.groups), 3)
+    0.299
     """
     rng = check_random_state(random_state)
     digits = load_digits()
@@ -149,12 +160,18 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, random_state=0)
             f"n_labelled_per_class={n_labelled_per_class}."
         )
     pool = rng.choice(unlabelled, n_pool, replace=False)
-    scorer = LogisticRegression(C=0.01, max_iter=2000).fit(digits.data[labelled], digits.target[labelled])
     groups = np.repeat(np.arange(10), n_pool)
+    relevance = np.tile(digits.target[pool], 10) == groups
+    if noise is None:
+        scorer = LogisticRegression(C=0.01, max_iter=2000).fit(digits.data[labelled],
+                                                               digits.target[labelled])
+        initial = scorer.predict_proba(digits.data[pool]).T.ravel()
+    else:
+        initial = relevance + noise * rng.standard_normal(len(relevance))
     return Bunch(
         features=np.tile(digits.data[pool] / 16, (10, 1)),
-        initial_scores=scorer.predict_proba(digits.data[pool]).T.ravel(),
+        initial_scores=initial,
         groups=groups,
-        relevance=np.tile(digits.target[pool], 10) == groups,
+        relevance=relevance,
         DESCR=load_digits_reranking.__doc__.split("\n\n")[1],
     )

@@ -1,6 +1,7 @@
-"""Reranking tasks from real labelled collections: a text engine queried by example."""
+"""Reranking tasks from real labelled collections: a text engine queried by example, and
+printed characters found by a noisy engine."""
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -189,3 +190,82 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
                             n_items=n_items, n_examples=n_examples, random_state=random_state)
     return Bunch(**data, words=words, glosses=glosses, categories=labels["categories"],
                  DESCR=load_wordnet_reranking.__doc__.split("\n\n")[1])
+
+
+@validate_params(
+    {
+        "n_items": [NotBool(Integral, 2, None, closed="left")],
+        "noise": [NotBool(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def load_glyph_reranking(*, n_items=300, noise=1.0, random_state=0):
+    """Visual reranking of printed characters found by a noisy engine, one query per character.
+
+    The collection is 62 characters (``a-z``, ``A-Z``, ``0-9``) each drawn in 291
+    fonts of 19 Debian font packages (18,042 items). A query is a character: a
+    weak text-like engine scores every item by the indicator of its character
+    plus Gaussian noise of standard deviation ``noise`` (it knows relevance only
+    through that noise), and returns its top ``n_items``. Relevant are the
+    renderings of the query's character; the features are the renderings, 16 x 16
+    grey pixels of ink scaled to [0, 1]. Drawings of one character look alike
+    across most fonts, so the features carry relevance the engine lacks (look-alikes
+    such as ``o``, ``O`` and ``0`` or ``l``, ``I`` and ``1`` do not separate).
+
+    Parameters
+    ----------
+    n_items : int, default=300
+        Items in every query's list (the engine's top ones), in [2, 18042].
+    noise : float, default=1.0
+        Standard deviation of the engine's noise, >= 0 (0: a perfect engine).
+    random_state : int, RandomState instance or None, default=0
+        Seed of the engine's noise.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``features`` (62 n_items, 256), ``initial_scores`` (62 n_items,),
+        ``groups`` (the query of each row, 0 to 61), ``relevance`` (bool),
+        ``item_ids`` (each row's rendering, ``font * 62 + character``),
+        ``query_names`` (the character of each query), ``characters``, ``fonts``
+        and ``DESCR``, lists stacked query after query, each in the engine's order.
+
+    See ``skqbnorm/datasets/data/README.md`` for the sources and licences and
+    ``scripts/build_glyph_reranking.py`` for the build.
+
+    Examples
+    --------
+    >>> from skqbnorm.datasets import load_glyph_reranking
+    >>> from skqbnorm.metrics import mean_average_precision
+    >>> data = load_glyph_reranking()
+    >>> data.features.shape
+    (18600, 256)
+    >>> str(data.query_names[0]), int(data.relevance[data.groups == 0].sum())
+    ('a', 41)
+    >>> round(mean_average_precision(data.initial_scores, data.relevance, data.groups), 3)
+    0.201
+    """
+    arrays = packaged_arrays("glyph_reranking.npz")
+    images, characters = arrays["images"], arrays["characters"]
+    n_fonts, n_characters = images.shape[:2]
+    if n_items > n_fonts * n_characters:
+        raise ValueError(f"n_items={n_items} exceeds the {n_fonts * n_characters} renderings of "
+                         "the collection.")
+    rng = check_random_state(random_state)
+    character = np.tile(np.arange(n_characters), n_fonts)  # item i: font i // 62, character i % 62
+    relevant = character[None, :] == np.arange(n_characters)[:, None]
+    scores = relevant + noise * rng.standard_normal(relevant.shape)
+    lists = row_top_k_indices(scores, n_items)[0]
+    groups = np.repeat(np.arange(n_characters), n_items)
+    return Bunch(
+        features=images.reshape(n_fonts * n_characters, -1)[lists.ravel()] / 255.0,
+        initial_scores=np.take_along_axis(scores, lists, axis=1).ravel(),
+        groups=groups,
+        relevance=character[lists.ravel()] == groups,
+        item_ids=lists.ravel(),
+        query_names=characters,
+        characters=characters,
+        fonts=arrays["fonts"],
+        DESCR=load_glyph_reranking.__doc__.split("\n\n")[1],
+    )

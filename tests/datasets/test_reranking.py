@@ -124,3 +124,42 @@ def test_files_stay_small(name):
 def test_bad_arguments_are_named(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# -- printed characters found by a noisy engine ------------------------------------
+
+
+def test_glyph_lists_are_the_noisy_engines_top_items():
+    from skqbnorm.datasets import load_glyph_reranking
+
+    data = load_glyph_reranking(n_items=40, random_state=3)
+    n_characters = len(data.characters)
+    assert data.features.shape == (40 * n_characters, 256)
+    assert data.features.min() >= 0 and data.features.max() <= 1
+    character = data.item_ids % n_characters  # item i: font i // 62, character i % 62
+    assert_array_equal(data.relevance, character == data.groups)
+    for query in (0, 30, 61):  # each list: the engine's order, its top 40 of every rendering
+        rows = data.groups == query
+        assert np.all(np.diff(data.initial_scores[rows]) <= 0)
+        assert len(np.unique(data.item_ids[rows])) == 40
+    again = load_glyph_reranking(n_items=40, random_state=3)
+    assert_array_equal(again.initial_scores, data.initial_scores)
+    assert not np.array_equal(load_glyph_reranking(n_items=40, random_state=4).item_ids, data.item_ids)
+
+
+def test_a_noiseless_glyph_engine_ranks_every_relevant_item_first():
+    from skqbnorm.datasets import load_glyph_reranking
+    from skqbnorm.metrics import mean_average_precision
+
+    data = load_glyph_reranking(n_items=300, noise=0.0)
+    assert mean_average_precision(data.initial_scores, data.relevance, data.groups) == 1.0
+    assert data.relevance.reshape(62, 300).sum(axis=1).tolist() == [291] * 62
+
+
+def test_glyph_n_items_is_bounded_by_the_collection():
+    from skqbnorm.datasets import load_glyph_reranking
+
+    with pytest.raises(ValueError, match=r"n_items=20000 exceeds the 18042 renderings"):
+        load_glyph_reranking(n_items=20000)
+    with pytest.raises(ValueError, match=r"'n_items' parameter of load_glyph_reranking"):
+        load_glyph_reranking(n_items=1)
