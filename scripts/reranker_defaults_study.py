@@ -58,6 +58,7 @@ from skqbnorm import (
 from skqbnorm.datasets import (
     load_digits_reranking,
     load_emoji_reranking,
+    load_glyph_reranking,
     load_wordnet_reranking,
 )
 from skqbnorm.metrics import average_precisions, paired_mean_change
@@ -89,6 +90,16 @@ def digits_task():
             np.concatenate([p.relevance for p in parts]))
 
 
+def noisy_digits_task():
+    """The indicator-plus-noise engine on digits: draws 2 and 3 (other pools than
+    ``digits``'s), lists of 500."""
+    parts = [load_digits_reranking(n_pool=500, noise=1.0, random_state=draw) for draw in (2, 3)]
+    return (np.concatenate([p.features for p in parts]),
+            np.concatenate([p.initial_scores for p in parts]),
+            np.concatenate([p.groups + 10 * draw for draw, p in enumerate(parts)]),
+            np.concatenate([p.relevance for p in parts]))
+
+
 def bundled_task(load):
     data = load()
     return data.features, data.initial_scores, data.groups, data.relevance
@@ -96,6 +107,8 @@ def bundled_task(load):
 
 TASKS = {
     "digits": digits_task,
+    "digits-noisy": noisy_digits_task,
+    "glyphs": lambda: bundled_task(load_glyph_reranking),
     "emoji": lambda: bundled_task(load_emoji_reranking),
     "wordnet": lambda: bundled_task(load_wordnet_reranking),
 }

@@ -65,7 +65,7 @@ class BayesianReranker(BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "c": [Interval(Real, 0, None, closed="neither")],
+        "c": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
         "graph": [StrOptions({"knn", "dense"})],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"median"})],
@@ -81,7 +81,16 @@ class BayesianReranker(BaseEstimator):
     # explanation instead of a TypeError.
     __metadata_request__fit = {"groups": True, "relevance": False}
 
-    def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median", initial="scores",
+    #: ``c="auto"`` gives each list this factor times the c that generalised
+    #: cross-validation picks for it (:func:`auto_c`); each reranker sets its own.
+    auto_c_scale = 1.0
+
+    #: The parameter :class:`RerankerCV` tunes (through ``rerank_path``), and its
+    #: default candidates.
+    strength_param = "c"
+    strength_grid = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+
+    def __init__(self, c="auto", *, graph="knn", n_neighbors=10, sigma="median", initial="scores",
                  n_positive=10, n_jobs=None):
         self.c = c
         self.graph = graph
@@ -182,6 +191,7 @@ class BayesianReranker(BaseEstimator):
         self.solver_status_ = np.array([info["status"] for info in infos])
         self.n_iter_ = np.array([info["n_iter"] for info in infos])
         self.objective_ = np.array([info["objective"] for info in infos])
+        self.c_ = np.array([info["c"] for info in infos])
         self.n_features_in_ = shape[1]
         self._warn_of(infos)
         return self
@@ -254,13 +264,17 @@ class BayesianReranker(BaseEstimator):
                                sigma=self.sigma, warn=False)
         with one_thread():
             prior_ranking = self._initial_scores(initial)
+            if any(isinstance(c, str) for c in cs):  # c="auto": one choice per list
+                auto = self._auto_c(weights, prior_ranking)
+                cs = [auto if isinstance(c, str) else c for c in cs]
             results = []
             for c in cs:
                 at_c = copy.copy(self)
                 at_c.c = c
                 results.append(at_c._solve(weights, prior_ranking, features, random_state))
-        for scores, info in results:
+        for c, (scores, info) in zip(cs, results):
             info["edgeless"] = len(initial) > 1 and weights.nnz == 0
+            info["c"] = float(c)
             if not np.all(np.isfinite(scores)):
                 raise ValueError(
                     f"{type(self).__name__} gave non-finite scores for a list of {len(initial)} "
@@ -268,6 +282,12 @@ class BayesianReranker(BaseEstimator):
                     "reranked scores exceed float64's range; rescale y."
                 )
         return results
+
+    def _auto_c(self, weights, prior_ranking):
+        """The c of ``c="auto"`` for one list: ``auto_c_scale`` times :func:`auto_c`'s
+        choice on this reranker's prior."""
+        normalized = is_normalized(getattr(self, "laplacian", "unnormalized"))
+        return self.auto_c_scale * auto_c(self._prior(weights, normalized), prior_ranking)
 
     def _initial_scores(self, scores):
         """The prior ranking ``rbar``, by the ``initial`` strategy."""
@@ -384,6 +404,50 @@ def checked_inputs(X, y, groups):
     if groups is None:
         groups = np.zeros(len(y), dtype=int)
     return X, y, groups
+
+
+#: The candidates of ``c="auto"``: 1e-4 to 1e3, ten per decade.
+AUTO_GRID = 10.0 ** (np.arange(-40, 31) / 10)
+#: A longer list chooses its c from this many of its best items by prior ranking.
+AUTO_MAX_ITEMS = 1024
+
+
+def auto_c(prior, target):
+    """The c that generalised cross-validation (GCV) gives the point-wise smoother.
+
+    Label-free, from the list's prior ``L`` and its prior ranking ``rbar`` alone: the
+    point-wise energy's minimiser ``r = S_c rbar`` with ``S_c = c (L / dbar + c I)^-1``
+    (``dbar = tr(L) / N``) is a linear smoother of ``rbar`` over the graph, and GCV
+    (Craven and Wahba, 1979) picks the c of ``AUTO_GRID`` that minimises
+    ``N ||(I - S_c) rbar||^2 / tr(I - S_c)^2``, its estimate of how well the smoothed
+    scores would predict fresh noisy ones: a small c (strong smoothing) where the
+    scores differ between neighbours in the graph as independent noise would, so that
+    averaging over neighbours removes it, and a large c where they already vary
+    smoothly over the graph, with nothing left to remove. Ties go to the larger c. One
+    dense eigendecomposition of ``L / dbar``, ``O(N^3)``: a list of more than
+    ``AUTO_MAX_ITEMS`` items is judged by its best ``AUTO_MAX_ITEMS`` by ``rbar``
+    and the rows and columns of ``L`` between them. A list without edges gets 1.
+    """
+    if prior.shape[0] > AUTO_MAX_ITEMS:
+        best = np.sort(np.argsort(-target, kind="stable")[:AUTO_MAX_ITEMS])
+        prior, target = prior[best][:, best], target[best]
+    n_items = prior.shape[0]
+    trace = float(prior.diagonal().sum())
+    if trace <= 0 or n_items < 3:
+        return 1.0
+    values, vectors = np.linalg.eigh(prior.toarray() * (n_items / trace))
+    values = np.clip(values, 0.0, None)
+    largest = np.max(np.abs(target))
+    if largest == 0:
+        return 1.0
+    projected = (vectors.T @ (target / largest)) ** 2  # the choice ignores the scores' scale
+    shrink = values[None, :] / (values[None, :] + AUTO_GRID[:, None])  # 1 - eigenvalues of S_c
+    residual = (shrink**2) @ projected
+    freedom = shrink.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(freedom > 0, n_items * residual / freedom**2, np.inf)
+    best = np.flatnonzero(score <= score.min() * (1 + 1e-12))
+    return float(AUTO_GRID[best[-1]])
 
 
 def score_scale(values):

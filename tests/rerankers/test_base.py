@@ -10,6 +10,8 @@ from sklearn.utils import get_tags
 from skqbnorm import (
     HingeReranker,
     PointwiseReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
     catalogue,
 )
 from skqbnorm.rerankers._base import BayesianReranker, score_scale, trace_or_one
@@ -132,3 +134,114 @@ def test_rerank_path_refuses_bad_values_of_c(cs):
     X, y = np.random.default_rng(3).normal(size=(6, 3)), np.arange(6.0)
     with pytest.raises(ValueError, match="cs must be a non-empty 1-D sequence of finite values of c > 0"):
         PointwiseReranker().rerank_path(X, y, cs=cs)
+
+
+# -- c="auto": generalised cross-validation of the point-wise smoother ---------------
+
+
+def gcv_reference(prior, target):
+    """GCV by its definition: S_c = c (L / dbar + c I)^-1 formed and applied for every c."""
+    from skqbnorm.rerankers._base import AUTO_GRID
+
+    dense = prior.toarray()
+    n_items = len(target)
+    scaled = dense * (n_items / np.trace(dense))
+    scores = []
+    for c in AUTO_GRID:
+        smoother = c * np.linalg.inv(scaled + c * np.eye(n_items))
+        rest = np.eye(n_items) - smoother
+        scores.append(n_items * np.sum((rest @ target) ** 2) / np.trace(rest) ** 2)
+    scores = np.array(scores)
+    return AUTO_GRID[np.flatnonzero(scores <= scores.min() * (1 + 1e-9))[-1]]
+
+
+def two_cluster_list(rng, n_per_cluster=30, noise=1.0, signal=1.0):
+    """Two overlapping clusters (one connected k-NN graph); scores: signal on the first."""
+    features = np.vstack([rng.normal(0, 0.5, (n_per_cluster, 4)), rng.normal(1, 0.5, (n_per_cluster, 4))])
+    relevant = np.repeat([1.0, 0.0], n_per_cluster)
+    return features, signal * relevant + noise * rng.normal(size=2 * n_per_cluster)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_auto_c_is_generalised_cross_validation(seed):
+    from skqbnorm.rerankers._base import auto_c
+    from skqbnorm.rerankers._graph import affinity, laplacian
+
+    rng = np.random.default_rng(seed)
+    features, initial = two_cluster_list(rng, n_per_cluster=20)
+    prior = laplacian(affinity(features, graph="knn", n_neighbors=5, sigma="median"))
+    assert auto_c(prior, initial) == pytest.approx(gcv_reference(prior, initial), rel=1e-12)
+    # The choice ignores the scores' scale, even where their squares would underflow.
+    assert auto_c(prior, 1e-200 * initial) == auto_c(prior, initial)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_auto_c_smooths_rough_scores_and_keeps_smooth_ones(seed):
+    from skqbnorm.rerankers._base import AUTO_GRID, auto_c
+    from skqbnorm.rerankers._graph import affinity, laplacian
+
+    rng = np.random.default_rng(seed)
+    prior = laplacian(affinity(rng.normal(size=(60, 4)), graph="knn", n_neighbors=10, sigma="median"))
+    _, modes = np.linalg.eigh(prior.toarray())
+    noise = 0.05 * rng.normal(size=60)
+    assert auto_c(prior, modes[:, 1] + noise) >= 10  # the smoothest non-constant mode
+    assert auto_c(prior, modes[:, -1] + noise) == AUTO_GRID[0]  # the roughest
+
+
+@pytest.mark.parametrize("cls", [HingeReranker, PointwiseReranker, RandomWalkReranker,
+                                 PreferenceStrengthReranker], ids=lambda cls: cls.__name__)
+def test_c_auto_is_each_lists_scaled_choice_and_its_scores(cls):
+    rng = np.random.default_rng(5)
+    parts = [two_cluster_list(rng, noise=0.5, signal=signal) for signal in (2.0, 0.0)]
+    features = np.vstack([p[0] for p in parts])
+    initial = np.concatenate([p[1] for p in parts])
+    groups = np.repeat([0, 1], 60)
+    auto = cls(c="auto").fit(features, initial, groups=groups)
+    assert auto.c_.shape == (2,)
+    for label, c in zip(auto.group_labels_, auto.c_):
+        rows = groups == label
+        reranker = cls(c="auto").fit(features[rows], initial[rows])
+        prior_ranking = reranker._initial_scores(initial[rows])
+        assert c == pytest.approx(cls.auto_c_scale * gcv_reference(
+            laplacian_of(reranker, features[rows]), prior_ranking), rel=1e-12)
+        fixed = cls(c=float(c)).fit_predict(features[rows], initial[rows])
+        assert_allclose(auto.scores_[rows], fixed, rtol=1e-9, atol=1e-12)
+
+
+def laplacian_of(reranker, features):
+    from skqbnorm.rerankers._graph import affinity, is_normalized, laplacian
+
+    weights = affinity(features, graph=reranker.graph, n_neighbors=reranker.n_neighbors,
+                       sigma=reranker.sigma)
+    return laplacian(weights, normalized=is_normalized(getattr(reranker, "laplacian", "unnormalized")))
+
+
+def test_c_auto_of_a_long_list_reads_its_best_items():
+    from skqbnorm.rerankers import _base
+    from skqbnorm.rerankers._graph import affinity, laplacian
+
+    rng = np.random.default_rng(6)
+    features, initial = rng.normal(size=(60, 3)), rng.normal(size=60)
+    prior = laplacian(affinity(features, graph="knn", n_neighbors=5, sigma="median"))
+    best = np.sort(np.argsort(-initial)[:25])
+    expected = gcv_reference(prior[best][:, best], initial[best])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_base, "AUTO_MAX_ITEMS", 25)
+        assert _base.auto_c(prior, initial) == pytest.approx(expected, rel=1e-12)
+
+
+def test_c_auto_without_edges_or_signal_is_one():
+    from scipy import sparse
+
+    from skqbnorm.rerankers._base import auto_c
+
+    assert auto_c(sparse.csr_matrix((5, 5)), np.arange(5.0)) == 1.0
+    path = np.diag([1.0, 2, 2, 1]) - np.diag([1.0, 1, 1], 1) - np.diag([1.0, 1, 1], -1)
+    assert auto_c(sparse.csr_matrix(path), np.zeros(4)) == 1.0
+
+
+@pytest.mark.parametrize("c", ["Auto", "none", -1.0, 0.0])
+def test_c_must_be_positive_or_auto(c):
+    X, y = np.random.default_rng(7).normal(size=(6, 3)), np.arange(6.0)
+    with pytest.raises(ValueError, match=r"'c' parameter"):
+        PointwiseReranker(c=c).fit(X, y)

@@ -1,0 +1,142 @@
+"""The strength c of the Bayesian and point-wise rerankers, chosen leave one task out.
+
+Five reranking tasks, those of ``reranker_defaults_study.py`` (imported from it), of two
+kinds fixed before running by ``reranking_task_diagnostics.py`` on the *training*
+queries: the features carry relevance where the label-reading oracle beats the initial
+ranking with its 95% interval above zero (``digits-noisy`` +54.2 [+46.5, +62.4],
+``glyphs`` +66.7 [+63.6, +69.6] MAP points), and do not where it does not (``emoji``
+-15.4 [-27.2, -3.1], ``wordnet`` -5.8 [-17.3, +5.9]; ``digits``, +4.5 [-1.2, +11.7], a
+strong engine whose ranking the features can barely improve, counts with these).
+
+Candidates, for each reranker with a c (hinge, preference strength, point-wise,
+random walk): a fixed c of ``FIXED``, and ``c="auto"`` scaled by a factor m of
+``FACTORS`` (each list's generalised cross-validation choice times m; m = 1 is
+``c="auto"`` itself). Each task's queries are split in half at random (seed 0, as in
+the defaults study). A candidate's score on a task is the relative change of MAP on
+that task's training queries, ``mean AP change / initial MAP``, with the 95% paired
+bootstrap interval of the AP change (:func:`skqbnorm.metrics.paired_mean_change`,
+10,000 resamples, seed 0).
+
+The rule, fixed before running: among the candidates that lose on no training task
+beyond its interval (no interval wholly below zero), the one with the highest mean
+relative change over the training tasks (each task weighs the same); ties go to the
+earlier candidate (``FIXED`` in order, then ``FACTORS``); if every candidate loses
+somewhere, the largest fixed c. Splits:
+
+- ``queries``: trained on the training queries of all five tasks, reported on the
+  held-out queries of each: its choice is the default;
+- ``task: X``: trained on the training queries of the four other tasks, reported on
+  X's held-out queries (a task the choice has not seen).
+
+Usage: ``python scripts/reranker_strength_study.py [--rst]`` (about a minute).
+"""
+
+import argparse
+import sys
+import time
+
+import numpy as np
+from reranker_c_study import cached
+from reranker_defaults_study import SEED, TASKS, query_split
+
+from skqbnorm import (
+    HingeReranker,
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+    RandomWalkReranker,
+)
+from skqbnorm.metrics import average_precisions, paired_mean_change
+from skqbnorm.rerankers import _base
+
+RERANKERS = [HingeReranker, PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker]
+FIXED = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+FACTORS = (0.3, 1.0, 3.0, 10.0, 30.0)
+CANDIDATES = [f"c={c:g}" for c in FIXED] + [f"auto x {m:g}" for m in FACTORS]
+RELEVANCE_TASKS = ("digits-noisy", "glyphs")
+N_RESAMPLES = 10_000
+
+
+def make(cls, c="auto"):
+    return cls(c=c, random_state=0) if "random_state" in cls().get_params() else cls(c=c)
+
+
+def candidate_scores(cls, features, initial, groups):
+    """Scores of every candidate (rows, in ``CANDIDATES``' order) and each list's auto c."""
+    auto = make(cls).fit(features, initial, groups=groups)  # c_: auto_c_scale x the GCV c
+    scores = np.empty((len(CANDIDATES), len(initial)))
+    for label, c_auto in zip(auto.group_labels_, auto.c_ / cls.auto_c_scale):
+        rows = groups == label
+        cs = list(FIXED) + [m * c_auto for m in FACTORS]
+        path = make(cls).rerank_path(features[rows], initial[rows], cs=cs)
+        scores[:, rows] = [reranker.scores_ for reranker in path]
+    return scores, auto.c_
+
+
+def relative_change(initial_aps, aps):
+    """(relative change, low, high): the mean AP change over the initial MAP, and its interval."""
+    result = paired_mean_change(initial_aps, aps, n_resamples=N_RESAMPLES, random_state=SEED)
+    base = initial_aps.mean()
+    return result.change / base, result.low / base, result.high / base
+
+
+def choose(table, tasks):
+    """The candidate the rule picks on the training queries of ``tasks``."""
+    allowed = [i for i in range(len(CANDIDATES)) if all(table[t][i][2] >= 0 for t in tasks)]
+    if not allowed:
+        return len(FIXED) - 1
+    return max(allowed, key=lambda i: (np.mean([table[t][i][0] for t in tasks]), -i))
+
+
+def cell(change, low, high):
+    return f"{100 * change:+.0f}% [{100 * low:+.0f}, {100 * high:+.0f}]"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rst", action="store_true", help="also print the guide's table")
+    args = parser.parse_args()
+    _base.affinity = cached(_base.affinity)
+    lists = {name: make_task() for name, make_task in TASKS.items()}
+    train = {}
+    rows = []
+    for cls in RERANKERS:
+        start = time.perf_counter()
+        training, held_out, aps, auto_cs = {}, {}, {}, {}
+        for task, (features, initial, groups, relevance) in lists.items():
+            initial_aps = average_precisions(initial, relevance, groups)
+            train.setdefault(task, query_split(len(initial_aps)))
+            scores, auto_cs[task] = candidate_scores(cls, features, initial, groups)
+            aps[task] = [average_precisions(s, relevance, groups) for s in scores]
+            training[task] = [relative_change(initial_aps[train[task]], a[train[task]])
+                              for a in aps[task]]
+            held_out[task] = [relative_change(initial_aps[~train[task]], a[~train[task]])
+                              for a in aps[task]]
+        print(f"{cls.__name__}: {time.perf_counter() - start:.0f} s; median auto c per task: "
+              + ", ".join(f"{t} {np.median(c):.3g}" for t, c in auto_cs.items()),
+              file=sys.stderr, flush=True)
+        splits = {"queries": list(TASKS)} | {f"task: {t}": [o for o in TASKS if o != t] for t in TASKS}
+        for split, training_tasks in splits.items():
+            chosen = choose(training, training_tasks)
+            reported = list(TASKS) if split == "queries" else [split.removeprefix("task: ")]
+            for task in reported:
+                kind = "carries relevance" if task in RELEVANCE_TASKS else "does not"
+                rows.append((cls.__name__, split, CANDIDATES[chosen], task, kind,
+                             cell(*held_out[task][chosen])))
+        print(f"\n{cls.__name__}: every candidate's relative MAP change, training / held-out "
+              "queries (x100, 95% interval; the rule reads the training columns only)")
+        for i, name in enumerate(CANDIDATES):
+            cells = "  ".join(f"{t} {cell(*training[t][i])} / {cell(*held_out[t][i])}" for t in TASKS)
+            print(f"  {name:10s} {cells}")
+    print("\nHeld-out queries at the chosen candidate: relative MAP change [95% interval]\n")
+    print("| reranker | split | chosen | held-out task | features | change |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    if args.rst:
+        print("\n.. csv-table::\n   :header: reranker, split, chosen, held-out task, features, change\n")
+        for row in rows:
+            print("   " + ", ".join(f'"{value}"' for value in row))
+
+
+if __name__ == "__main__":
+    main()
