@@ -1,4 +1,5 @@
-"""RerankerCV: the c of a reranker chosen by the MAP of held-out lists, each list reranked once per c."""
+"""RerankerCV: a reranker's strength chosen by the MAP of held-out lists, each list
+reranked once per candidate."""
 
 from numbers import Integral
 
@@ -12,32 +13,48 @@ from .._validation import NotBool as Interval
 from .._validation import check_labels
 from ..metrics import average_precisions
 from ..metrics._ranking import check_ap_options
-from ._base import checked_cs, split_lists
+from ._base import split_lists
 from ._hinge import HingeReranker
 
 
 class RerankerCV(BaseEstimator):
-    """A reranker whose c is chosen by cross-validated MAP over whole lists.
+    """A reranker whose strength is chosen by cross-validated MAP over whole lists.
 
     scikit-learn's ``RidgeCV`` habit for the rerankers: every list is reranked once
-    per candidate c, its k-NN graph built once for all of them, and each c is
+    per candidate value of the reranker's strength parameter, its per-list work (the
+    k-NN graph, the neighbour search) done once for all of them, and each value is
     scored by the mean average precision of the held-out lists of each fold. A
-    reranker reranks every list on its own, so a fold's training lists do not
-    change how its test lists are reranked: ``GridSearchCV(reranker, {"c": cs},
+    reranker reranks every list on its own, so a fold's training lists do not change
+    how its test lists are reranked: ``GridSearchCV(reranker, {name: values},
     scoring=make_map_scorer(), cv=GroupKFold(...))`` reranks the training lists of
-    every fold and throws them away, then the test lists; this estimator reranks
-    each list once per c and gives the same ``cv_results_`` scores, so it chooses
-    the same c on the same folds (the first of equally good ones), at a fraction of
-    the cost. The scores at the chosen c are those of the same reranking, kept.
+    every fold and throws them away, then the test lists; this estimator reranks each
+    list once per value and gives the same ``cv_results_`` scores, so it chooses the
+    same value on the same folds (the first of equally good ones), at a fraction of
+    the cost. The scores at the chosen value are those of the same reranking, kept.
+
+    The strength parameter is the one the reranker declares in its class attribute
+    ``strength_param``: ``c`` for the Bayesian and point-wise rerankers,
+    ``lambda_value`` for :class:`KReciprocalReranker`, ``alpha`` for
+    :class:`DiffusionReranker` and :class:`QueryExpansionReranker`. The reranker
+    reranks every list at several values through its method
+    ``rerank_path(X, y, groups, *, <strength_param>s=values)`` (``cs``,
+    ``lambda_values``, ``alphas``), and gives its default candidates in
+    ``strength_grid``.
 
     Parameters
     ----------
-    estimator : BayesianReranker, default=None
-        The reranker whose c is chosen (its other parameters are kept); None means
-        ``HingeReranker()``. Its ``n_jobs`` is not used: lists run over this
-        estimator's ``n_jobs``.
-    cs : array-like of float, default=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
-        The candidate values of c, each > 0, in the order of ``cv_results_``.
+    estimator : reranker, default=None
+        The reranker whose strength is chosen (its other parameters are kept); None
+        means ``HingeReranker()``. It must declare ``strength_param`` and implement
+        ``rerank_path`` and ``fit_predict``, as every reranker of
+        :mod:`skqbnorm.rerankers` does. Its ``n_jobs`` is not used: lists run over
+        this estimator's ``n_jobs``.
+    cs : array-like of float, default=None
+        The candidate values of the estimator's strength parameter (of c for the
+        Bayesian rerankers, each > 0), in the order of ``cv_results_``; each must
+        be a valid value of that parameter. None means the estimator's
+        ``strength_grid``: for the Bayesian rerankers (0.001, 0.003, 0.01, 0.03,
+        0.1, 0.3, 1, 3), for the others see their strength parameter.
     cv : int or cross-validation splitter, default=5
         An int is the number of folds of ``GroupKFold``; a splitter's
         ``split(X, y, groups)`` must put each list wholly in one test fold (as
@@ -52,22 +69,27 @@ class RerankerCV(BaseEstimator):
 
     Attributes
     ----------
+    best_params_ : dict
+        The chosen value under its parameter's name, e.g. ``{"alpha": 0.9}``: the
+        highest mean held-out MAP, the first of ties in the candidates' order.
     best_c_ : float
-        The chosen c: the highest mean held-out MAP, the first of ties in ``cs``'s order.
+        The chosen value of the strength parameter, whatever its name (c for the
+        Bayesian rerankers).
     best_index_ : int
-        Its index in ``cs`` and in ``cv_results_``.
+        Its index among the candidates and in ``cv_results_``.
     best_score_ : float
         Its mean held-out MAP.
-    best_estimator_ : BayesianReranker
-        A clone of ``estimator`` with ``c=best_c_``, fitted on every list (its
-        ``scores_``, ``solver_status_``, ... are those of the reranking done here).
+    best_estimator_ : reranker
+        A clone of ``estimator`` with the chosen value, fitted on every list (its
+        ``scores_`` and diagnostics are those of the reranking done here).
     scores_ : ndarray of shape (n_samples,)
-        The reranked scores at ``best_c_``.
+        The reranked scores at the chosen value.
     cv_results_ : dict of ndarray
-        As ``GridSearchCV``'s: ``params``, ``param_c``, ``split{k}_test_score``,
-        ``mean_test_score``, ``std_test_score`` and ``rank_test_score``.
-    average_precisions_ : ndarray of shape (n_cs, n_lists)
-        Every list's AP at every c (lists in ``group_labels_``'s order).
+        As ``GridSearchCV``'s: ``params``, ``param_<name>`` (``param_c``,
+        ``param_alpha``, ...), ``split{k}_test_score``, ``mean_test_score``,
+        ``std_test_score`` and ``rank_test_score``.
+    average_precisions_ : ndarray of shape (n_candidates, n_lists)
+        Every list's AP at every candidate (lists in ``group_labels_``'s order).
     group_labels_ : ndarray of shape (n_lists,)
         The distinct ``groups`` values, in sorted order.
     n_splits_ : int
@@ -78,7 +100,7 @@ class RerankerCV(BaseEstimator):
     Examples
     --------
     >>> import numpy as np
-    >>> from skqbnorm.rerankers import PointwiseReranker, RerankerCV
+    >>> from skqbnorm.rerankers import DiffusionReranker, PointwiseReranker, RerankerCV
     >>> rng = np.random.default_rng(0)
     >>> relevance = rng.random(240) < 0.3
     >>> features = relevance[:, None] + rng.normal(scale=0.3, size=(240, 2))
@@ -88,19 +110,23 @@ class RerankerCV(BaseEstimator):
     >>> scores = search.fit_predict(features, initial, groups, relevance=relevance)
     >>> search.best_c_ in (0.01, 1.0, 100.0), scores.shape
     (True, (240,))
+    >>> search = RerankerCV(DiffusionReranker(n_neighbors=5), cs=[0.5, 0.9], cv=4)
+    >>> search = search.fit(features, initial, groups, relevance=relevance)
+    >>> search.cv_results_["params"], list(search.best_params_)
+    ([{'alpha': 0.5}, {'alpha': 0.9}], ['alpha'])
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["fit_predict", "rerank_path"]), None],
-        "cs": ["array-like"],
+        "estimator": [HasMethods(["fit_predict", "get_params"]), None],
+        "cs": ["array-like", None],
         "cv": [Interval(Integral, 2, None, closed="left"), HasMethods(["split"])],
         "n": [Interval(Integral, 1, None, closed="left"), None],
         "denominator": [StrOptions({"relevant", "truncated"})],
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, estimator=None, *, cs=(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0), cv=5,
-                 n=None, denominator="relevant", n_jobs=None):
+    def __init__(self, estimator=None, *, cs=None, cv=5, n=None, denominator="relevant",
+                 n_jobs=None):
         self.estimator = estimator
         self.cs = cs
         self.cv = cv
@@ -110,7 +136,7 @@ class RerankerCV(BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, groups, *, relevance):
-        """Rerank every list at every c, score each c by held-out MAP, keep the best.
+        """Rerank every list at every candidate, score each by held-out MAP, keep the best.
 
         Parameters
         ----------
@@ -127,9 +153,10 @@ class RerankerCV(BaseEstimator):
         -------
         self : object
         """
-        cs = checked_cs(self.cs)
-        check_ap_options(self.n, self.denominator)
         estimator = HingeReranker() if self.estimator is None else self.estimator
+        name = declared_strength(estimator)
+        values = checked_candidates(self.cs, estimator, name)
+        check_ap_options(self.n, self.denominator)
         if groups is None:
             raise ValueError(
                 "RerankerCV needs groups (the list each sample belongs to): its folds hold "
@@ -140,23 +167,33 @@ class RerankerCV(BaseEstimator):
         members = np.empty(len(y), dtype=np.intp)
         members[np.concatenate(lists)] = np.repeat(np.arange(len(lists)), list(map(len, lists)))
         folds = self._folds(X, y, groups, members, len(lists))
-        path = clone(estimator).set_params(n_jobs=self.n_jobs).rerank_path(X, y, groups, cs=cs)
+        path = self._path(estimator, name, values, X, y, groups)
         self.average_precisions_ = np.array([
             average_precisions(fitted.scores_, relevance, members, self.n, denominator=self.denominator)
             for fitted in path
         ])
-        self.cv_results_ = cv_results(cs, self.average_precisions_, folds)
+        self.cv_results_ = cv_results(name, values, self.average_precisions_, folds)
         self.best_index_ = int(self.cv_results_["rank_test_score"].argmin())
-        self.best_c_ = float(cs[self.best_index_])
+        self.best_params_ = self.cv_results_["params"][self.best_index_]
+        self.best_c_ = self.best_params_[name]
         self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
         self.n_splits_ = len(folds)
-        self.best_estimator_ = path[self.best_index_].set_params(n_jobs=estimator.get_params()["n_jobs"])
+        self.best_estimator_ = path[self.best_index_]
+        if "n_jobs" in estimator.get_params():
+            self.best_estimator_.set_params(n_jobs=estimator.get_params()["n_jobs"])
         self.scores_ = self.best_estimator_.scores_
         self.n_features_in_ = X.shape[1]
         return self
 
+    def _path(self, estimator, name, values, X, y, groups):
+        """The estimator fitted at every value, by its ``rerank_path``, lists over ``n_jobs``."""
+        reranker = clone(estimator)
+        if "n_jobs" in reranker.get_params():
+            reranker.set_params(n_jobs=self.n_jobs)
+        return reranker.rerank_path(X, y, groups, **{f"{name}s": values})
+
     def fit_predict(self, X, y, groups, *, relevance):
-        """Choose c as :meth:`fit` does and return the scores reranked at it.
+        """Choose the strength as :meth:`fit` does and return the scores reranked at it.
 
         Parameters
         ----------
@@ -166,7 +203,8 @@ class RerankerCV(BaseEstimator):
         Returns
         -------
         scores : ndarray of shape (n_samples,)
-            Reranked scores at ``best_c_``, higher is better, comparable within a list.
+            Reranked scores at ``best_params_``, higher is better, comparable within
+            a list.
         """
         return self.fit(X, y, groups, relevance=relevance).scores_
 
@@ -195,8 +233,57 @@ class RerankerCV(BaseEstimator):
         return tags
 
 
-def cv_results(cs, aps, folds):
-    """``GridSearchCV``'s ``cv_results_`` over c, from every list's AP at every c.
+def declared_strength(estimator):
+    """The name of the parameter ``estimator`` declares for RerankerCV to tune; a
+    ValueError names its class and what it lacks."""
+    name = getattr(estimator, "strength_param", None)
+    lacks = []
+    if not isinstance(name, str) or name not in estimator.get_params(deep=False):
+        lacks.append("declares no strength_param (a class attribute naming the parameter "
+                     f"to tune, one of its parameters; got {name!r})")
+    if not callable(getattr(estimator, "rerank_path", None)):
+        lacks.append("has no rerank_path(X, y, groups, *, <strength_param>s=values) method")
+    if lacks:
+        raise ValueError(
+            f"RerankerCV cannot tune {type(estimator).__name__}: it {' and '.join(lacks)}. "
+            "Every reranker of skqbnorm.rerankers declares both; for another parameter "
+            "use GridSearchCV with make_map_scorer()."
+        )
+    return name
+
+
+def checked_candidates(cs, estimator, name):
+    """``cs`` (None: the estimator's ``strength_grid``) as a list of floats, each a
+    valid value of the parameter ``name`` of ``estimator``."""
+    values = estimator.strength_grid if cs is None else cs
+    try:
+        checked = np.asarray(values, dtype=float) if np.ndim(values) == 1 else None
+    except (TypeError, ValueError):
+        checked = None
+    refused = ""
+    if checked is not None and len(checked) > 0 and np.all(np.isfinite(checked)):
+        refused = next(filter(None, (invalid_value(estimator, name, value) for value in checked)), "")
+        if not refused:
+            return checked.tolist()
+    raise ValueError(
+        f"cs must be a non-empty 1-D sequence of finite values of {name}, each valid for "
+        f"{type(estimator).__name__}; got cs={values!r}.{refused}"
+    )
+
+
+def invalid_value(estimator, name, value):
+    """Why ``value`` is not a valid ``name`` of ``estimator`` (its own parameter check), or ""."""
+    candidate = clone(estimator).set_params(**{name: float(value)})
+    try:
+        getattr(candidate, "_validate_params", lambda: None)()
+    except ValueError as error:
+        return f" {error}"
+    return ""
+
+
+def cv_results(name, values, aps, folds):
+    """``GridSearchCV``'s ``cv_results_`` over the parameter ``name``, from every list's
+    AP at each of ``values``.
 
     A fold's score is the MAP of its test lists (the mean of their APs, as the MAP
     scorer computes it); the mean, standard deviation and rank over folds are
@@ -206,8 +293,8 @@ def cv_results(cs, aps, folds):
     splits = np.array([[np.mean(row[fold]) for fold in folds] for row in aps])
     means = np.average(splits, axis=1)
     results = {
-        "params": [{"c": float(c)} for c in cs],
-        "param_c": np.ma.MaskedArray(cs, mask=False),
+        "params": [{name: float(value)} for value in values],
+        f"param_{name}": np.ma.MaskedArray(np.asarray(values, dtype=float), mask=False),
     }
     for k in range(splits.shape[1]):
         results[f"split{k}_test_score"] = splits[:, k]
@@ -215,4 +302,3 @@ def cv_results(cs, aps, folds):
     results["std_test_score"] = np.sqrt(np.average((splits - means[:, None]) ** 2, axis=1))
     results["rank_test_score"] = rankdata(-means, method="min").astype(np.int32)
     return results
-

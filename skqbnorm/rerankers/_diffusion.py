@@ -4,6 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import sparse
+from sklearn.base import _fit_context
 from sklearn.exceptions import ConvergenceWarning
 
 from .._core import row_top_k_indices
@@ -36,8 +37,11 @@ class DiffusionReranker(NeighbourhoodReranker):
     Parameters
     ----------
     alpha : float, default=0.99
-        Weight of the diffusion against the source, in [0, 1): 0 returns the initial
-        scores.
+        Weight of the diffusion against the source, in [0, 1): the reranking's
+        strength (0 returns the source, the initial scores of its ``n_source``
+        samples). It is the parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes
+        (``strength_param``), over ``strength_grid`` = (0.5, 0.7, 0.8, 0.9, 0.95,
+        0.99) by default.
     n_neighbors : int, default=50
         Neighbours per sample (``k``) of the mutual k-NN graph, >= 1.
     gamma : float, default=3.0
@@ -86,6 +90,9 @@ class DiffusionReranker(NeighbourhoodReranker):
     array([0, 1, 2, 3, 4])
     """
 
+    strength_param = "alpha"
+    strength_grid = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+
     _parameter_constraints: dict = {
         **NeighbourhoodReranker._parameter_constraints,
         "alpha": [Interval(Real, 0, 1, closed="left")],
@@ -101,11 +108,52 @@ class DiffusionReranker(NeighbourhoodReranker):
         self.n_source = n_source
         self.n_jobs = n_jobs
 
-    def _rerank_list(self, features, initial):
+    @_fit_context(prefer_skip_nested_validation=True)
+    def rerank_path(self, X, y, groups=None, *, alphas):
+        """Rerank every list at every ``alpha`` of ``alphas``, each list's graph built once.
+
+        :class:`~skqbnorm.rerankers.RerankerCV` scores such a path.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples, compared by their cosine similarity.
+        y : array-like of shape (n_samples,)
+            Initial scores: the query's similarities to the samples, higher is better.
+        groups : array-like of shape (n_samples,), default=None
+            The list each sample belongs to; None means one list.
+        alphas : array-like of float
+            The values of ``alpha``, each in [0, 1).
+
+        Returns
+        -------
+        rerankers : list of DiffusionReranker
+            For each value, in order, a clone of this reranker with that ``alpha``,
+            fitted: its ``scores_`` and ``n_iter_`` are those ``fit`` gives, and it
+            warns as ``fit`` does.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import DiffusionReranker
+        >>> rng = np.random.default_rng(0)
+        >>> features, initial = rng.normal(size=(30, 3)), rng.normal(size=30)
+        >>> path = DiffusionReranker(n_neighbors=5).rerank_path(features, initial,
+        ...                                                     alphas=[0.5, 0.9])
+        >>> [reranker.alpha for reranker in path]
+        [0.5, 0.9]
+        >>> fitted = DiffusionReranker(0.9, n_neighbors=5).fit(features, initial)
+        >>> bool(np.all(path[1].scores_ == fitted.scores_))
+        True
+        """
+        return self._fitted_path(X, y, groups, alphas, "alphas")
+
+    def _rerank_path(self, features, initial, alphas):
         weights = normalized_affinity(mutual_affinity(unit_rows(features), self.n_neighbors,
                                                       self.gamma))
-        system = (sparse.identity(len(initial)) - self.alpha * weights).tocsr()
-        return conjugate_gradients(system, self._source(initial), None)
+        identity, source = sparse.identity(len(initial)), self._source(initial)
+        return [conjugate_gradients((identity - alpha * weights).tocsr(), source, None)
+                for alpha in alphas]
 
     def _report(self, infos):
         self.n_iter_ = np.array([info["n_iter"] for info in infos])

@@ -4,6 +4,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy import sparse
+from sklearn.base import _fit_context
 
 from .._validation import NotBool as Interval
 from ._graph import most_similar, neighbour_matrix, node_similarities, unit_rows
@@ -44,7 +45,11 @@ class KReciprocalReranker(CosineQueryReranker):
     k2 : int, default=6
         Neighbours averaged in the local query expansion, >= 1 (1: none).
     lambda_value : float, default=0.3
-        Weight of the original distance against the Jaccard distance, in [0, 1].
+        Weight of the original distance against the Jaccard distance, in [0, 1]: the
+        reranking's strength, in reverse (1 keeps the initial ranking, 0 ranks by the
+        Jaccard distance alone). It is the parameter
+        :class:`~skqbnorm.rerankers.RerankerCV` tunes (``strength_param``), over
+        ``strength_grid`` = (0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1) by default.
     initial : {"cosine", "minmax"}, default="cosine"
         How the initial scores set the query's similarities: as they are
         (``"cosine"``: cosine similarities, in [-1, 1]), or mapped linearly onto [0, 1]
@@ -84,6 +89,9 @@ class KReciprocalReranker(CosineQueryReranker):
     array([2, 0, 1, 3, 4])
     """
 
+    strength_param = "lambda_value"
+    strength_grid = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0)
+
     _parameter_constraints: dict = {
         **CosineQueryReranker._parameter_constraints,
         "k1": [Interval(Integral, 1, None, closed="left")],
@@ -98,15 +106,60 @@ class KReciprocalReranker(CosineQueryReranker):
         self.initial = initial
         self.n_jobs = n_jobs
 
-    def _rerank_list(self, features, initial):
-        distance = k_reciprocal_distance(unit_rows(features), initial, self.k1, self.k2,
-                                         self.lambda_value)
-        return -distance, {}
+    @_fit_context(prefer_skip_nested_validation=True)
+    def rerank_path(self, X, y, groups=None, *, lambda_values):
+        """Rerank every list at every ``lambda_value`` of ``lambda_values``.
+
+        The k-reciprocal sets and the Jaccard distances do not depend on
+        ``lambda_value``: each list's are found once, and each value only weighs them
+        against the original distances. :class:`~skqbnorm.rerankers.RerankerCV` scores
+        such a path.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples, compared by their cosine similarity.
+        y : array-like of shape (n_samples,)
+            Initial scores: the query's similarities to the samples, higher is better.
+        groups : array-like of shape (n_samples,), default=None
+            The list each sample belongs to; None means one list.
+        lambda_values : array-like of float
+            The values of ``lambda_value``, each in [0, 1].
+
+        Returns
+        -------
+        rerankers : list of KReciprocalReranker
+            For each value, in order, a clone of this reranker with that
+            ``lambda_value``, fitted: its ``scores_`` are those ``fit`` gives.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import KReciprocalReranker
+        >>> rng = np.random.default_rng(0)
+        >>> features, initial = rng.normal(size=(30, 3)), rng.uniform(-1, 1, size=30)
+        >>> path = KReciprocalReranker(k1=5, k2=2).rerank_path(features, initial,
+        ...                                                     lambda_values=[0.0, 0.5])
+        >>> [reranker.lambda_value for reranker in path]
+        [0.0, 0.5]
+        >>> fitted = KReciprocalReranker(k1=5, k2=2, lambda_value=0.5).fit(features, initial)
+        >>> bool(np.all(path[1].scores_ == fitted.scores_))
+        True
+        """
+        return self._fitted_path(X, y, groups, lambda_values, "lambda_values")
+
+    def _rerank_path(self, features, initial, lambda_values):
+        jaccard, original = k_reciprocal_parts(unit_rows(features), initial, self.k1, self.k2)
+        return [(-final_distance(jaccard, original, value), {}) for value in lambda_values]
 
 
-def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
-    """The final distances from the query (similarities ``query``) to the items (unit or
-    zero rows ``unit``); see ``KReciprocalReranker``."""
+def final_distance(jaccard, original, lambda_value):
+    """``(1 - lambda_value) J + lambda_value d``: the Jaccard and original distances weighed."""
+    return (1.0 - lambda_value) * jaccard + lambda_value * original
+
+
+def k_reciprocal_parts(unit, query, k1, k2):
+    """The query's Jaccard distances and normalised original distances to the items."""
     n_nodes = len(unit) + 1
     half = int(np.around(k1 / 2.0))
     neighbours, _, least = most_similar(unit, max(k1 + 1, k2), query=query, least=True)
@@ -148,7 +201,7 @@ def k_reciprocal_distance(unit, query, k1, k2, lambda_value):
     jaccard = 1.0 - overlap / (2.0 - overlap)
     items = np.arange(1, n_nodes)
     original = normalized_distances(np.zeros(len(items), dtype=np.intp), items)
-    return (1.0 - lambda_value) * jaccard[1:] + lambda_value * original
+    return jaccard[1:], original
 
 
 def reciprocal_sets(neighbours, n_nodes):

@@ -7,7 +7,7 @@ from numbers import Integral
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import BaseEstimator, _fit_context
+from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils._param_validation import StrOptions
 
 from ._base import split_lists
@@ -21,20 +21,31 @@ class NeighbourhoodReranker(BaseEstimator):
     """Base class of the neighbourhood rerankers; not for direct use.
 
     ``fit(X, y, groups=None)`` reranks every list (the rows of one value of
-    ``groups``) independently, in parallel over ``n_jobs``; subclasses implement
-    ``_rerank_list(features, initial)``, returning the list's new scores (float64,
-    higher is better) and a dict of diagnostics, which ``_report(infos)`` receives in
-    the caller's thread (a worker process's warnings would not reach the caller).
+    ``groups``) independently, in parallel over ``n_jobs``. A subclass names the
+    parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes in ``strength_param``,
+    its default candidates in ``strength_grid``, and implements
+    ``_rerank_path(features, initial, values)``: the list reranked at each value of
+    that parameter, ``[(scores, info)]`` (scores float64, higher is better; info a
+    dict of diagnostics, which ``_report(infos)`` receives in the caller's thread: a
+    worker process's warnings would not reach the caller), its per-list work done
+    once for every value.
     """
+
+    #: The parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes, and its default candidates.
+    strength_param = None
+    strength_grid = ()
 
     _parameter_constraints: dict = {"n_jobs": [Integral, None]}
 
     # GridSearchCV and cross_validate route ``groups`` to fit when metadata routing
-    # is enabled: a fold's lists must stay separate lists.
-    __metadata_request__fit = {"groups": True}
+    # is enabled: a fold's lists must stay separate lists. ``relevance`` is the MAP
+    # scorer's, never routed here; fit accepts it (and ignores it) so that a search
+    # without routing, which hands every fit parameter to fit, reaches the scorer's
+    # explanation instead of a TypeError.
+    __metadata_request__fit = {"groups": True, "relevance": False}
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, groups=None):
+    def fit(self, X, y, groups=None, relevance=None):
         """Rerank every list and keep the scores.
 
         Parameters
@@ -45,6 +56,10 @@ class NeighbourhoodReranker(BaseEstimator):
             Initial scores: the query's similarities to the samples, higher is better.
         groups : array-like of shape (n_samples,), default=None
             The list each sample belongs to; None means one list.
+        relevance : None
+            Ignored: the relevance labels of :func:`~skqbnorm.metrics.make_map_scorer`
+            (accepted so that ``GridSearchCV`` without metadata routing reaches the
+            scorer's message on how to enable it).
 
         Returns
         -------
@@ -52,14 +67,50 @@ class NeighbourhoodReranker(BaseEstimator):
             Fitted reranker, with ``scores_``.
         """
         X, y, self.group_labels_, lists = split_lists(X, y, groups)  # the Bayesian refusals
+        (results,) = self._path(X, y, lists, [getattr(self, self.strength_param)])
+        return self._record(results, lists, X.shape)
+
+    def _fitted_path(self, X, y, groups, values, keyword):
+        """``rerank_path``'s work: a fitted clone per value of the strength parameter
+        (``values``, passed as ``keyword``), each list's shared work done once."""
+        values = self._checked_values(values, keyword)
+        X, y, labels, lists = split_lists(X, y, groups)
+        fitted = []
+        for value, results in zip(values, self._path(X, y, lists, values)):
+            reranker = clone(self).set_params(**{self.strength_param: value})
+            reranker.group_labels_ = labels
+            fitted.append(reranker._record(results, lists, X.shape))
+        return fitted
+
+    def _checked_values(self, values, keyword):
+        """``values`` as a list of Python numbers, each valid for the strength parameter."""
+        checked = np.asarray(values, dtype=float) if np.ndim(values) == 1 else None
+        if checked is None or len(checked) == 0 or not np.all(np.isfinite(checked)):
+            raise ValueError(
+                f"{keyword} must be a non-empty 1-D sequence of finite values of "
+                f"{self.strength_param}; got {keyword}={values!r}."
+            )
+        for value in checked:
+            try:
+                clone(self).set_params(**{self.strength_param: float(value)})._validate_params()
+            except ValueError as error:
+                raise ValueError(f"{keyword}={values!r} holds {float(value)!r}: {error}") from None
+        return checked.tolist()
+
+    def _path(self, X, y, lists, values):
+        """For each of ``values``, every list's ``(scores, info)``: the lists in parallel."""
         y = self._query_similarities(y, lists)
-        results = Parallel(n_jobs=self.n_jobs)(
-            delayed(self._rerank_list)(X[index], y[index]) for index in lists
+        paths = Parallel(n_jobs=self.n_jobs)(
+            delayed(self._rerank_path)(X[index], y[index], values) for index in lists
         )
-        self.scores_ = np.empty(len(y))
+        return [[path[k] for path in paths] for k in range(len(values))]
+
+    def _record(self, results, lists, shape):
+        """Keep each list's ``(scores, info)`` as the fitted attributes, and report."""
+        self.scores_ = np.empty(shape[0])
         for index, (scores, _) in zip(lists, results):
             self.scores_[index] = scores
-        self.n_features_in_ = X.shape[1]
+        self.n_features_in_ = shape[1]
         self._report([info for _, info in results])
         return self
 

@@ -3,6 +3,7 @@
 from numbers import Integral, Real
 
 import numpy as np
+from sklearn.base import _fit_context
 
 from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
@@ -29,7 +30,11 @@ class QueryExpansionReranker(CosineQueryReranker):
     Parameters
     ----------
     alpha : float, default=3.0
-        Power of the similarity weights, >= 0.
+        Power of the similarity weights, >= 0: the expansion's strength, in reverse
+        (the weights, cosines below 1, shrink as alpha grows, and the query and the
+        samples move less; 0 averages the neighbours with equal weights). It is the
+        parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes (``strength_param``),
+        over ``strength_grid`` = (0, 0.5, 1, 2, 3, 5, 10) by default.
     n_query : int, default=10
         Samples added to the query (alpha-QE), >= 0.
     n_database : int, default=10
@@ -73,6 +78,9 @@ class QueryExpansionReranker(CosineQueryReranker):
     True
     """
 
+    strength_param = "alpha"
+    strength_grid = (0.0, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0)
+
     _parameter_constraints: dict = {
         **CosineQueryReranker._parameter_constraints,
         "alpha": [Interval(Real, 0, None, closed="left")],
@@ -87,22 +95,67 @@ class QueryExpansionReranker(CosineQueryReranker):
         self.initial = initial
         self.n_jobs = n_jobs
 
-    def _rerank_list(self, features, initial):
+    @_fit_context(prefer_skip_nested_validation=True)
+    def rerank_path(self, X, y, groups=None, *, alphas):
+        """Rerank every list at every ``alpha`` of ``alphas``, each list's neighbours found once.
+
+        :class:`~skqbnorm.rerankers.RerankerCV` scores such a path.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples, compared by their cosine similarity.
+        y : array-like of shape (n_samples,)
+            Initial scores: the query's similarities to the samples, higher is better.
+        groups : array-like of shape (n_samples,), default=None
+            The list each sample belongs to; None means one list.
+        alphas : array-like of float
+            The values of ``alpha``, each >= 0.
+
+        Returns
+        -------
+        rerankers : list of QueryExpansionReranker
+            For each value, in order, a clone of this reranker with that ``alpha``,
+            fitted: its ``scores_`` are those ``fit`` gives.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import QueryExpansionReranker
+        >>> rng = np.random.default_rng(0)
+        >>> features, initial = rng.normal(size=(30, 3)), rng.uniform(-1, 1, size=30)
+        >>> path = QueryExpansionReranker(n_query=3, n_database=3).rerank_path(
+        ...     features, initial, alphas=[0.0, 3.0])
+        >>> [reranker.alpha for reranker in path]
+        [0.0, 3.0]
+        >>> fitted = QueryExpansionReranker(3.0, n_query=3, n_database=3).fit(features, initial)
+        >>> bool(np.all(path[1].scores_ == fitted.scores_))
+        True
+        """
+        return self._fitted_path(X, y, groups, alphas, "alphas")
+
+    def _rerank_path(self, features, initial, alphas):
         unit = unit_rows(features)
-        if self.n_database > 0:
-            unit, initial = augmented(unit, initial, self.n_database, self.alpha)
+        neighbours = most_similar(unit, self.n_database + 1)[:2] if self.n_database > 0 else None
+        return [(self._expanded_scores(unit, initial, neighbours, alpha), {}) for alpha in alphas]
+
+    def _expanded_scores(self, unit, initial, neighbours, alpha):
+        """One list's scores at ``alpha``; ``neighbours``: DBA's ``(indices, similarities)``."""
+        if neighbours is not None:
+            unit, initial = augmented(unit, initial, *neighbours, alpha)
         if self.n_query == 0:
-            return initial, {}
+            return initial
         top, values = row_top_k_indices(initial[None, :], min(self.n_query, len(initial)))
-        weights = np.maximum(values[0], 0.0) ** self.alpha
+        weights = np.maximum(values[0], 0.0) ** alpha
         added = weights @ unit[top[0]]  # sum_i w_i x'_i
         norm = np.sqrt(1.0 + 2.0 * weights @ values[0] + added @ added)  # |q'|, q . q = 1
-        return (initial + unit @ added) / norm, {}
+        return (initial + unit @ added) / norm
 
 
-def augmented(unit, query, n_database, alpha):
-    """DBA: the augmented unit rows ``x'_j`` and the query's cosines ``q . x'_j`` to them."""
-    neighbours, similarities, _ = most_similar(unit, n_database + 1)
+def augmented(unit, query, neighbours, similarities, alpha):
+    """DBA: the augmented unit rows ``x'_j`` and the query's cosines ``q . x'_j`` to them,
+    from each sample's most similar samples (``neighbours``, itself included) and their
+    cosines ``similarities``."""
     n_items = len(unit)
     weights = neighbour_matrix(neighbours, n_items, np.maximum(similarities, 0.0) ** alpha)
     summed = weights @ unit

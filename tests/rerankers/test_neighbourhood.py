@@ -201,3 +201,64 @@ def test_diffusion_warns_of_lists_whose_solve_stopped_short(monkeypatch):
     groups = np.repeat([0, 1], 20)
     with pytest.warns(ConvergenceWarning, match=r"after 800 iterations .* 2 of 2 lists"):
         reranker.fit(features, initial, groups=groups)
+
+
+def two_lists():
+    """Two clustered lists, their query vectors and their groups."""
+    lists = [clustered_list(seed, n_items=30 + 5 * seed) for seed in (5, 6)]
+    features = np.vstack([f for f, _, _ in lists])
+    initial = np.concatenate([i for _, i, _ in lists])
+    groups = np.repeat([1, 0], [len(i) for _, i, _ in lists])
+    return lists, features, initial, groups
+
+
+@pytest.mark.parametrize(("reranker", "keyword", "values", "reference"), [
+    (KReciprocalReranker(k1=7, k2=3), "lambda_values", [0.0, 0.3, 1.0],
+     lambda f, i, q, v: -k_reciprocal(2 - 2 * node_similarities(f, i), 7, 3, v)),
+    (DiffusionReranker(n_neighbors=6, n_source=None), "alphas", [0.0, 0.5, 0.99],
+     lambda f, i, q, v: diffusion(f, i, v, 6, 3.0, len(i))),
+    (QueryExpansionReranker(n_query=4, n_database=3), "alphas", [0.0, 1.0, 3.0],
+     lambda f, i, q, v: alpha_qe_dba(f, q, v, 4, 3)),
+], ids=["KReciprocalReranker", "DiffusionReranker", "QueryExpansionReranker"])
+def test_rerank_path_is_the_reference_at_every_value(reranker, keyword, values, reference):
+    lists, features, initial, groups = two_lists()
+    path = reranker.rerank_path(features, initial, groups, **{keyword: values})
+    name = type(reranker).strength_param
+    assert [fitted.get_params()[name] for fitted in path] == values
+    for value, fitted in zip(values, path):
+        for label, (f, i, q) in zip([1, 0], lists):
+            expected = reference(f, i, q, value)
+            np.testing.assert_allclose(fitted.scores_[groups == label], expected, rtol=0,
+                                       atol=1e-8 * max(1.0, np.abs(expected).max()))
+        # what fit gives at that value, bitwise
+        plain = type(reranker)(**{**reranker.get_params(), name: value})
+        np.testing.assert_array_equal(fitted.scores_, plain.fit_predict(features, initial, groups))
+        np.testing.assert_array_equal(fitted.group_labels_, [0, 1])
+    assert reranker.get_params()[name] == type(reranker)().get_params()[name]  # left unchanged
+
+
+@pytest.mark.parametrize(("reranker", "keyword", "values", "message"), [
+    (KReciprocalReranker(), "lambda_values", [0.5, 2.0],
+     r"lambda_values=\[0.5, 2.0\] holds 2.0: The 'lambda_value' parameter of KReciprocalReranker"),
+    (DiffusionReranker(), "alphas", [], (r"alphas must be a non-empty 1-D sequence of finite "
+                                         r"values of alpha; got alphas=\[\]")),
+    (QueryExpansionReranker(), "alphas", [1.0, np.nan], r"got alphas=\[1.0, nan\]"),
+])
+def test_rerank_path_refuses_bad_values_by_name(reranker, keyword, values, message):
+    features, initial, _ = clustered_list(0)
+    with pytest.raises(ValueError, match=message):
+        reranker.rerank_path(features, initial, **{keyword: values})
+
+
+@pytest.mark.parametrize("reranker", RERANKERS, ids=lambda r: type(r).__name__)
+def test_grid_search_without_routing_says_what_to_enable(reranker):
+    # Without metadata routing GridSearchCV hands relevance to fit, which ignores it: the
+    # MAP scorer then says what to enable (fit raised a TypeError naming the base class).
+    _, features, initial, groups = two_lists()
+    relevance = initial > np.median(initial)
+    search = GridSearchCV(reranker, {"n_jobs": [None, 1]}, scoring=make_map_scorer(),
+                          cv=GroupKFold(n_splits=2), error_score="raise")
+    with pytest.raises(ValueError, match=r"needs relevance .*enable_metadata_routing=True"):
+        search.fit(features, initial, groups=groups, relevance=relevance)
+    fitted = reranker.fit(features, initial, groups, relevance=relevance)  # accepted, ignored
+    np.testing.assert_array_equal(fitted.scores_, reranker.fit_predict(features, initial, groups))
