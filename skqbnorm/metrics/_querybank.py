@@ -19,8 +19,8 @@ from .._validation import (
     warn_caller,
 )
 
-# The defaults of the warnings and of QueryBankGate; the user guide's "Querybank
-# diagnostics" section gives the study that chose them, every data set with its interval.
+# The defaults of the warnings and of QueryBankGate; the user guide's querybank page
+# (the gate's section) gives the study that chose them, every data set with its interval.
 MIN_DIS_SHARE = 0.5
 # The rank of the gallery item whose similarity the domain test compares: deep enough
 # that a query's own answer (which a test query has in the gallery and a bank query has
@@ -34,7 +34,7 @@ KS_ALPHA = 0.01
 # NN_QUANTILE-quantile of nearest-neighbour similarity (5% of bank queries are, by
 # construction).
 NN_QUANTILE = 0.05
-MAX_OUTLIER_SHARE = 0.37
+MAX_OUTLIER_SHARE = 0.85
 # Bank rows whose nearest other bank row is searched for the reference distribution.
 MAX_REFERENCE_ROWS = 4096
 
@@ -209,7 +209,7 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     max_ks : float, default=0.16
         The KS distance at ``depth``, in (0, 1], above which the bank looks out of
         domain (:attr:`QueryBankDiagnostics.depth_gap`).
-    max_outlier_share : float, default=0.37
+    max_outlier_share : float, default=0.85
         The share of nearest-neighbour outliers among the queries, in (0, 1], above
         which the bank looks out of domain (embedding mode only).
     metric : {"cosine", "dot"}, default="cosine"

@@ -51,7 +51,7 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     max_ks : float, default=0.16
         The KS distance, in (0, 1], between the bank's and the queries'
         similarities at ``depth`` above which the gate closes.
-    max_outlier_share : float, default=0.37
+    max_outlier_share : float, default=0.85
         With embeddings, the share of queries, in (0, 1], that are
         nearest-neighbour outliers of the bank above which the gate closes.
 
