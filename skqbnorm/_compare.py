@@ -15,6 +15,7 @@ from ._evaluation import (
     csv_text,
     diagonal_gt,
     header_cells,
+    method_names_given,
     method_rows,
     near_chance,
     plan_methods,
@@ -163,7 +164,7 @@ def compare(query_sims, gt=None, *, bank_sims=None, methods="all", gallery_bank=
     tell = _Teller(skipped)
     methods_run = plan_methods(requested, settings, None if bank is None else len(bank),
                                query_sims.shape[1], inputs,
-                               everything=isinstance(methods, str) and methods.strip().lower() == "all",
+                               everything=method_names_given(methods, PYTHON_WORDS) == ["all"],
                                words=PYTHON_WORDS, tell=tell)
     report = None if bank is None else querybank_report(query_sims, bank, settings, warn=True)
     rows, _ = method_rows(query_sims, gt, bank, methods_run, settings,

@@ -13,13 +13,14 @@ import io
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .catalogue import (
+    ALIASES,
     DEFAULTS,
     GALLERY_BANK_OPTIONS,
     METHODS,
@@ -47,8 +48,6 @@ CHANGE_FIELDS = tuple(
 SIGNIFICANT_DIGITS = 12
 #: Raw R@1 at most this many times chance, under an assumed diagonal gt, is warned about.
 NEAR_CHANCE = 5
-#: Deprecated method names of the command line and compare, and the names that replace them.
-ALIASES = {"dual-is": "dbnorm", "dual-dis": "dbnorm-dynamic"}
 
 
 class Words(NamedTuple):
@@ -118,10 +117,7 @@ def resolve_methods(methods, words, deprecated=None):
 
     A deprecated alias is replaced by its name, and ``deprecated(old, new)`` told.
     """
-    names = methods.split(",") if isinstance(methods, str) else list(methods)
-    if not names or any(not isinstance(name, str) for name in names):
-        raise ValueError(f"{words.methods} must be 'all' or method names; got {methods!r}.")
-    names = [name.strip().lower() for name in names]
+    names = method_names_given(methods, words)
     if names == ["all"]:
         return tuple(METHODS)
     keys = {key.lower(): key for key in METHODS}
@@ -141,6 +137,21 @@ def resolve_methods(methods, words, deprecated=None):
         chosen.append(keys[name])
     return tuple(dict.fromkeys(["raw", *chosen])) if "raw" in METHODS else tuple(
         dict.fromkeys(chosen))
+
+
+def method_names_given(methods, words):
+    """The names in ``methods`` (a comma-separated string or a sequence of names),
+    stripped and lower-cased; ``["all"]`` when it asks for every method."""
+    if isinstance(methods, str):
+        names = methods.split(",")
+    elif isinstance(methods, Iterable) and not isinstance(methods, (bytes, Mapping)):
+        names = list(methods)
+    else:
+        names = []
+    if not names or any(not isinstance(name, str) for name in names):
+        raise ValueError(f"{words.methods} must be 'all' or method names, in a comma-separated "
+                         f"string or a sequence; got {words.methods}={methods!r}.")
+    return [name.strip().lower() for name in names]
 
 
 def plan_methods(requested, settings, n_bank, n_gallery, given_inputs, *, everything, words,
@@ -329,6 +340,7 @@ def method_rows(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, galler
         where = " ".join(row.values())
         scores = scores_with_notes(method, normalizer, (query_sims, bank_sims, gallery_bank),
                                    where, words, tell)
+        scores = check_method_scores(scores, query_sims.shape, f"{words.methods} {method}: {where}")
         outcomes = query_outcomes(scores, gt, CHANGE_KS)  # the ranks, once for both
         row.update(metrics_of_ranks(outcomes.ranks))
         row["skewness"] = hubness(scores, k=min(10, scores.shape[1]))["skewness"]
@@ -338,6 +350,29 @@ def method_rows(query_sims, gt, bank_sims, methods, settings=DEFAULTS, *, galler
         if progress:
             progress(f"  {where}: {row['seconds']:.2f} s")
     return rows, scores
+
+
+def check_method_scores(scores, shape, who):
+    """The scores a method returned, as an array, or a ValueError naming the method
+    (``who``) when they cannot be ranked: the similarities it was given were checked."""
+    try:
+        scores = np.asarray(scores)
+    except (ValueError, TypeError) as error:  # ragged rows
+        raise ValueError(f"{who} returned scores that are no array: {error}") from None
+    if scores.shape != tuple(shape):
+        raise ValueError(f"{who} returned scores of shape {scores.shape}; a method scores "
+                         f"each query against each gallery item, shape {tuple(shape)}.")
+    if not (np.issubdtype(scores.dtype, np.number) or scores.dtype == bool) or np.iscomplexobj(
+            scores):
+        raise ValueError(f"{who} returned scores of dtype {scores.dtype}, not real numbers.")
+    finite = np.isfinite(scores)
+    if not finite.all():
+        query, item = np.argwhere(~finite)[0]
+        raise ValueError(
+            f"{who} returned {np.count_nonzero(~finite)} non-finite scores from finite "
+            f"similarities (the first, {scores[query, item]}, at query {query}, gallery item "
+            f"{item}).")
+    return scores
 
 
 def near_chance(rows, n_gallery):
@@ -369,8 +404,11 @@ def querybank_report(query_sims, bank_sims, settings=DEFAULTS, warn=False):
 
 def settings_from(params, words):
     """The :class:`Settings` of a mapping of setting names to values, names checked."""
+    if params is not None and not isinstance(params, Mapping):
+        raise ValueError(f"params must be a dict of setting names to values, such as "
+                         f"{{'beta': 3}}; got params={params!r}.")
     params = {} if params is None else dict(params)
-    unknown = sorted(set(params) - set(Settings._fields))
+    unknown = [name for name in params if name not in Settings._fields]
     if unknown:
         raise ValueError(f"{words.setting(unknown[0])} is not a setting of any method; the "
                          f"settings are {', '.join(Settings._fields)}.")

@@ -16,6 +16,7 @@ apart, in :data:`RERANKERS`.
 """
 
 import inspect
+import re
 from collections import namedtuple
 from dataclasses import fields
 from typing import NamedTuple
@@ -38,6 +39,7 @@ from .normalizers import (
     QueryBankZNorm,
     SinkhornNormalization,
 )
+from .normalizers._capabilities import GALLERY_BANK_INPUTS, INDEX_SERVING
 from .rerankers import (
     DiffusionReranker,
     HingeReranker,
@@ -161,6 +163,14 @@ RERANKERS = {
 
 #: The ``data`` a method's normaliser is fitted on (see :class:`Method`).
 DATA = ("querybank", "both banks", "test queries", "nothing", "gated querybank")
+#: Deprecated method names of the command line and compare, and the names that replace them.
+ALIASES = {"dual-is": "dbnorm", "dual-dis": "dbnorm-dynamic"}
+#: The methods skqbnorm ships: :func:`unregister` and ``replace=True`` leave them alone.
+BUILT_IN = frozenset(METHODS)
+#: What a method list can select: a letter or digit, then letters, digits, ``_ . + -``.
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.+-]*")
+#: The values :func:`normalizers` can match, by capability (the booleans: True, False).
+CAPABILITY_VALUES = {"gallery_bank": GALLERY_BANK_INPUTS, "index": INDEX_SERVING}
 
 
 def register(name, method, *, replace=False):
@@ -169,14 +179,18 @@ def register(name, method, *, replace=False):
     Parameters
     ----------
     name : str
-        The method's name, as ``--method`` takes it (any case).
+        The method's name, as ``--method`` and ``compare(methods=...)`` take it (any
+        case): a letter or digit, then letters, digits and ``_ . + -``; not ``"all"``
+        and not a deprecated name.
     method : Method
-        Its entry. ``method.normalizer`` must be a class that declares its
-        :class:`~skqbnorm.normalizers.Capabilities`; a dual-bank class
-        (``capabilities.gallery_bank``) needs ``data="both banks"`` and the
-        matching ``gallery_bank_input``.
+        Its entry. ``method.normalizer`` must be a class with ``fit`` and
+        ``transform`` that declares its :class:`~skqbnorm.normalizers.Capabilities`;
+        a dual-bank class (``capabilities.gallery_bank``) needs ``data="both banks"``,
+        the matching ``gallery_bank_input`` and a registered ``single_bank``. Only a
+        method without a normaliser (raw similarities) has ``data="nothing"``.
     replace : bool, default=False
-        Whether ``name`` may replace an entry.
+        Whether ``name`` may replace an entry registered earlier. The methods
+        skqbnorm ships cannot be replaced.
 
     Returns
     -------
@@ -194,44 +208,142 @@ def register(name, method, *, replace=False):
     >>> unregister("quarter").label
     'quarter'
     """
-    if not isinstance(name, str) or not name or name != name.strip():
-        raise ValueError(f"name must be a non-empty string without surrounding spaces; got {name!r}.")
+    key = _check_name(name)
     if not isinstance(method, Method):
         raise TypeError(f"method must be a catalogue.Method; got {type(method).__name__}.")
-    key = name.lower()
+    if not isinstance(replace, bool):
+        raise ValueError(f"replace must be True or False; got replace={replace!r}.")  # noqa: TRY004
+    if key in BUILT_IN:
+        raise ValueError(f"name {key!r} is a method skqbnorm ships; it cannot be replaced. "
+                         "Register yours under another name.")
     if key in METHODS and not replace:
-        raise ValueError(f"A method named {key!r} is registered already; pass replace=True to replace it.")
-    if method.data not in DATA:
-        raise ValueError(f"Method.data must be one of {DATA}; got {method.data!r}.")
-    if method.normalizer is None:
-        if method.data != "nothing":
-            raise ValueError(f"A method without a normaliser has data='nothing'; got {method.data!r}.")
-    else:
-        capabilities = _capabilities(method.normalizer)
-        takes_bank = capabilities.gallery_bank is not None
-        if takes_bank != (method.data == "both banks") or (
-            takes_bank and method.gallery_bank_input != capabilities.gallery_bank
-        ):
-            raise ValueError(
-                f"{method.normalizer.__name__} declares gallery_bank={capabilities.gallery_bank!r}, "
-                f"but the method has data={method.data!r} and gallery_bank_input="
-                f"{method.gallery_bank_input!r}: a dual-bank normaliser has data='both banks' "
-                "and its declared input."
-            )
-        parameters = inspect.signature(method.normalizer).parameters
-        unknown = [n for n in (*method.options, *dict(method.fixed)) if n not in parameters]
-        if unknown:
-            raise ValueError(f"{method.normalizer.__name__} has no parameters {unknown}.")
-        unknown = [n for n in method.options if n not in Settings._fields]
-        if unknown:
-            raise ValueError(f"Method.options must be among the settings {Settings._fields}; got {unknown}.")
+        raise ValueError(f"name {key!r} is registered already; pass replace=True to replace it.")
+    _check_fields(method)
+    if method.normalizer is not None:
+        _check_normalizer(method)
     METHODS[key] = method
     return method
 
 
+def _check_name(name):
+    """``name`` lower-cased, or a ValueError saying what a method list could not select."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name.lower()):
+        raise ValueError(
+            f"name must be a string of letters, digits and '_ . + -', starting with a letter "
+            f"or digit, so that a method list can select it; got name={name!r}.")
+    key = name.lower()
+    if key == "all" or key in ALIASES:
+        meaning = "every method" if key == "all" else f"the deprecated name of {ALIASES[key]!r}"
+        raise ValueError(f"name {name!r} is reserved: a method list reads it as {meaning}.")
+    return key
+
+
+def _check_fields(method):
+    """A ValueError naming the first field of ``method`` of the wrong kind (a ValueError,
+    as scikit-learn's parameter checks refuse a value of the wrong type)."""
+    if not isinstance(method.label, str) or not method.label.strip():
+        raise ValueError(f"Method.label must be a non-empty string; got {method.label!r}.")
+    if not isinstance(method.summary, str):
+        raise ValueError(  # noqa: TRY004
+            f"Method.summary must be a string; got summary={method.summary!r}.")
+    for field in ("options", "fixed"):
+        value = getattr(method, field)
+        if isinstance(value, str) or not isinstance(value, (tuple, list)):
+            raise ValueError(  # noqa: TRY004
+                f"Method.{field} must be a tuple; got {field}={value!r}.")
+    if not all(isinstance(option, str) for option in method.options):
+        raise ValueError(f"Method.options must be setting names; got {method.options!r}.")
+    if not all(isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str)
+               for pair in method.fixed):
+        raise ValueError(f"Method.fixed must be (parameter name, value) pairs; got "
+                         f"{method.fixed!r}.")
+    if not isinstance(method.data, str) or method.data not in DATA:
+        raise ValueError(f"Method.data must be one of {DATA}; got {method.data!r}.")
+    if (method.normalizer is None) != (method.data == "nothing"):
+        raise ValueError(
+            f"Method.data='nothing' is for a method without a normaliser, and such a method "
+            f"has data='nothing' (its rows are the similarities as given); got "
+            f"normalizer={method.normalizer!r} and data={method.data!r}.")
+    if not isinstance(method.iterative, bool):
+        raise ValueError(  # noqa: TRY004
+            f"Method.iterative must be True or False; got {method.iterative!r}.")
+
+
+def _check_normalizer(method):
+    """A ValueError (a TypeError for a class of the wrong kind) on a normaliser ``method``
+    cannot fit, score or set as its entry says."""
+    cls = method.normalizer
+    capabilities = _capabilities(cls)
+    missing = [name for name in ("fit", "transform") if not callable(getattr(cls, name, None))]
+    if missing:
+        raise TypeError(f"Method.normalizer {cls.__name__} has no {' or '.join(missing)}; a "
+                        "normaliser is a scikit-learn transformer.")
+    takes_bank = capabilities.gallery_bank is not None
+    if takes_bank != (method.data == "both banks") or (
+        takes_bank and method.gallery_bank_input != capabilities.gallery_bank
+    ):
+        raise ValueError(
+            f"{cls.__name__} declares gallery_bank={capabilities.gallery_bank!r}, "
+            f"but the method has data={method.data!r} and gallery_bank_input="
+            f"{method.gallery_bank_input!r}: a dual-bank normaliser has data='both banks' "
+            "and its declared input."
+        )
+    if takes_bank and (not isinstance(method.single_bank, str)
+                       or method.single_bank.lower() not in METHODS):
+        raise ValueError(
+            f"Method.single_bank must name the registered method a dual-bank method equals "
+            f"without a gallery bank; got single_bank={method.single_bank!r}.")
+    parameters = inspect.signature(cls).parameters
+    unknown = [n for n in (*method.options, *dict(method.fixed)) if n not in parameters]
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no parameters {unknown}.")
+    unknown = [n for n in method.options if n not in Settings._fields]
+    if unknown:
+        raise ValueError(f"Method.options must be among the settings {Settings._fields}; got {unknown}.")
+    if method.iterative and "tol" not in parameters:
+        raise ValueError(f"Method.iterative is for a normaliser iterating to a tolerance tol; "
+                         f"{cls.__name__} has no parameter tol.")
+
+
 def unregister(name):
-    """Remove a method from :data:`METHODS` (any case); returns its entry."""
-    return METHODS.pop(_key(name))
+    """Remove a method registered with :func:`register`.
+
+    The methods skqbnorm ships are not removed (raw similarities are every
+    comparison's baseline): choose the methods to compare with ``methods=`` instead.
+
+    Parameters
+    ----------
+    name : str
+        The method's name, in any case.
+
+    Returns
+    -------
+    method : Method
+        The removed entry.
+
+    Examples
+    --------
+    >>> from skqbnorm import Centering
+    >>> from skqbnorm.catalogue import Method, register, unregister
+    >>> entry = register("tenth", Method("tenth", "a tenth of the mean", Centering,
+    ...                                  fixed=(("alpha", 0.1),)))
+    >>> unregister("TENTH") is entry
+    True
+    >>> unregister("raw")
+    Traceback (most recent call last):
+    ...
+    ValueError: name 'raw' is a method skqbnorm ships and cannot be unregistered; leave it out of a comparison with methods=.
+    """
+    key = _key(name)
+    if key in BUILT_IN:
+        raise ValueError(f"name {key!r} is a method skqbnorm ships and cannot be unregistered; "
+                         "leave it out of a comparison with methods=.")
+    users = [other for other, method in METHODS.items()
+             if isinstance(method.single_bank, str) and method.single_bank.lower() == key]
+    if users:
+        raise ValueError(f"name {key!r} is the single_bank of {', '.join(users)}; unregister "
+                         "those first.")
+    return METHODS.pop(key)
 
 
 def get_method(name):
@@ -260,7 +372,8 @@ def normalizers(**capabilities):
     ----------
     **capabilities
         Fields of :class:`~skqbnorm.normalizers.Capabilities` and the values
-        wanted, e.g. ``normalizers(bias_form=True)`` or ``normalizers(index=None)``.
+        wanted, e.g. ``normalizers(bias_form=True)`` or ``normalizers(index=None)``;
+        a value the field cannot take is refused.
 
     Returns
     -------
@@ -279,6 +392,8 @@ def normalizers(**capabilities):
     unknown = sorted(set(capabilities) - known)
     if unknown:
         raise ValueError(f"Unknown capabilities {unknown}; they are {sorted(known)}.")
+    for name, value in capabilities.items():
+        _check_capability_value(name, value)
     found = []
     for method in METHODS.values():
         cls = method.normalizer
@@ -290,15 +405,30 @@ def normalizers(**capabilities):
     return found
 
 
+def _check_capability_value(name, value):
+    allowed = CAPABILITY_VALUES.get(name, (True, False))
+    if name in CAPABILITY_VALUES:
+        fits = (value is None or isinstance(value, str)) and value in allowed
+    else:
+        fits = isinstance(value, bool)
+    if not fits:
+        raise ValueError(f"The capability {name} is one of {allowed}; got {name}={value!r}.")
+
+
 def rerankers():
     """The reranker classes, in :data:`RERANKERS`' order."""
     return list(RERANKERS.values())
 
 
 def _key(name):
-    key = name.lower() if isinstance(name, str) else name
+    if not isinstance(name, str):
+        raise ValueError(  # noqa: TRY004
+            f"name must be a method name (a string); got name={name!r}. The methods are "
+            f"{', '.join(METHODS)}.")
+    key = name.lower()
     if key not in METHODS:
-        raise ValueError(f"No method named {name!r}; the methods are {', '.join(METHODS)}.")
+        raise ValueError(f"No method named {name!r}: name {name!r} is not registered; the "
+                         f"methods are {', '.join(METHODS)}.")
     return key
 
 
@@ -306,8 +436,8 @@ def _capabilities(cls):
     declared = getattr(cls, "capabilities", None)
     if not isinstance(cls, type) or not isinstance(declared, Capabilities):
         raise TypeError(
-            f"{cls!r} is not a normaliser class that declares its capabilities "
-            "(a class attribute capabilities = Capabilities(...))."
+            "Method.normalizer must be a normaliser class that declares its capabilities "
+            f"(a class attribute capabilities = Capabilities(...)); got {cls!r}."
         )
     return declared
 
@@ -319,9 +449,19 @@ NO_BANK = {"nothing": "(none)", "test queries": "(test queries)"}
 def make_normalizer(method, settings=DEFAULTS):
     """The normaliser a method name stands for (None for raw similarities).
 
-    A setting left at None keeps the class default.
+    A setting left at None keeps the class default. ``method`` is a registered
+    name, in any case.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import Settings, make_normalizer
+    >>> make_normalizer("IS", Settings(beta=5))
+    InvertedSoftmax(beta=5)
     """
-    spec = METHODS[method]
+    spec = METHODS[_key(method)]
+    if not isinstance(settings, Settings):
+        raise ValueError(  # noqa: TRY004
+            f"settings must be a catalogue.Settings; got settings={settings!r}.")
     if spec.normalizer is None:
         return None
     given = {name: getattr(settings, name) for name in spec.options

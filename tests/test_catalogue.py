@@ -9,14 +9,23 @@ from skqbnorm import catalogue
 from skqbnorm.catalogue import (
     METHODS,
     Method,
+    Settings,
     get_method,
+    make_normalizer,
     normalizers,
     register,
     rerankers,
     unregister,
 )
 from skqbnorm.cli import main
-from skqbnorm.normalizers import BiasFormMixin, Capabilities, QueryBankNormalizer
+from skqbnorm.normalizers import (
+    BiasFormMixin,
+    Capabilities,
+    Centering,
+    DualInvertedSoftmax,
+    InvertedSoftmax,
+    QueryBankNormalizer,
+)
 from skqbnorm.rerankers import BayesianReranker
 
 
@@ -144,8 +153,8 @@ def test_the_rerankers_are_listed_apart():
 
 
 @pytest.mark.parametrize(("name", "method", "message"), [
-    ("raw", METHODS["raw"], "registered already"),
-    (" x", METHODS["raw"], "surrounding spaces"),
+    ("raw", METHODS["raw"], "skqbnorm ships"),
+    (" x", METHODS["raw"], "name must be a string of letters"),
     ("x", Method("X", "x", HalfMax, data="both banks"), "declares gallery_bank=None"),
     ("x", Method("X", "x", HalfMax, data="elsewhere"), "Method.data"),
     ("x", Method("X", "x", HalfMax, ("beta",)), "has no parameters"),
@@ -169,7 +178,8 @@ def test_register_refuses_a_class_without_capabilities():
 
 
 def test_look_ups_name_what_exists():
-    with pytest.raises(ValueError, match="No method named 'nope'.*raw"):
+    with pytest.raises(ValueError, match="No method named 'nope': name 'nope' is not registered"
+                                         ".*raw"):
         get_method("nope")
     with pytest.raises(ValueError, match="Unknown capabilities"):
         normalizers(bias=True)
@@ -205,3 +215,134 @@ def test_a_registered_toy_enters_the_bad_input_sweep(half_max, tmp_path):
     problems = {case.id: outcome(case, tmp_path) for case in cases}
     assert not {name: found for name, found in problems.items() if found}
 
+
+
+@pytest.mark.parametrize("name", ["all", " ALL", "All", "a,b", "dual-is", "DUAL-DIS", "x y",
+                                  "", "-x", "tab\t", 3, None, ("is",)])
+def test_register_refuses_a_name_no_method_list_selects(name):
+    """"all", a comma, a deprecated name: a method list would read these otherwise."""
+    with pytest.raises(ValueError, match=r"\bname\b"):
+        register(name, Method("X", "x", Centering))
+    assert set(METHODS) - catalogue.BUILT_IN == set()
+
+
+class CapabilitiesOnly:
+    capabilities = Capabilities()
+
+
+@pytest.mark.parametrize(("method", "error", "message"), [
+    (Method("X", "x", CapabilitiesOnly), TypeError,
+     "Method.normalizer CapabilitiesOnly has no fit or transform"),
+    (Method(3, "x", Centering), ValueError, "Method.label must be a non-empty string; got 3"),
+    (Method(" ", "x", Centering), ValueError, "Method.label"),
+    (Method("X", None, Centering), ValueError, "Method.summary"),
+    (Method("X", "x", InvertedSoftmax, "beta"), ValueError,
+     "Method.options must be a tuple; got options='beta'"),
+    (Method("X", "x", InvertedSoftmax, (1,)), ValueError, "Method.options must be setting names"),
+    (Method("X", "x", Centering, fixed=("alpha", 0.5)), ValueError,
+     r"Method.fixed must be \(parameter name, value\) pairs"),
+    (Method("X", "x", Centering, data="nothing"), ValueError,
+     "Method.data='nothing' is for a method without a normaliser"),
+    (Method("X", "x", Centering, data=["querybank"]), ValueError, "Method.data must be one of"),
+    (Method("X", "x", DualInvertedSoftmax, data="both banks"), ValueError,
+     "Method.single_bank must name the registered method"),
+    (Method("X", "x", DualInvertedSoftmax, data="both banks", single_bank="nope"), ValueError,
+     "single_bank='nope'"),
+    (Method("X", "x", Centering, iterative=1), ValueError, "Method.iterative must be True or"),
+    (Method("X", "x", Centering, iterative=True), ValueError, "Centering has no parameter tol"),
+])
+def test_register_refuses_an_entry_no_evaluation_can_run(method, error, message):
+    with pytest.raises(error, match=message):
+        register("x", method)
+    assert "x" not in METHODS
+
+
+def test_a_dual_bank_entry_with_its_single_bank_registers():
+    entry = Method("X", "x", DualInvertedSoftmax, ("beta1",), data="both banks",
+                   single_bank="IS")
+    try:
+        assert register("x", entry) is entry
+    finally:
+        unregister("x")
+
+
+def test_the_shipped_methods_cannot_be_removed_or_replaced(half_max):
+    for name in ("raw", "DIS", "is"):
+        with pytest.raises(ValueError, match=rf"name '{name.lower()}' is a method skqbnorm ships"):
+            unregister(name)
+        with pytest.raises(ValueError, match="cannot be replaced"):
+            register(name, Method("X", "x", Centering), replace=True)
+    assert {"raw", "dis", "is"} <= set(METHODS) and METHODS["raw"].normalizer is None
+    with pytest.raises(ValueError, match="registered already; pass replace=True"):
+        register("half-max", Method("Y", "y", Centering))
+    replaced = register("HALF-MAX", Method("Y", "y", Centering), replace=True)
+    assert get_method("half-max") is replaced
+    with pytest.raises(ValueError, match="replace must be True or False"):
+        register("half-max", Method("Y", "y", Centering), replace="yes")
+
+
+def test_a_method_another_needs_alone_is_not_unregistered():
+    register("my-is", Method("my IS", "IS", InvertedSoftmax))
+    register("my-dual", Method("my DBNorm", "DBNorm", DualInvertedSoftmax, data="both banks",
+                               single_bank="MY-IS"))
+    try:
+        with pytest.raises(ValueError, match="'my-is' is the single_bank of my-dual"):
+            unregister("my-is")
+    finally:
+        unregister("my-dual")
+        unregister("my-is")
+
+
+@pytest.mark.parametrize("capability", [
+    {"index": "flat"}, {"index": ["bias"]}, {"bias_form": "yes"}, {"bias_form": 1},
+    {"whole_rows": None}, {"gallery_bank": "bank"}, {"gallery_bank": True},
+])
+def test_normalizers_refuse_a_value_no_capability_takes(capability):
+    (name, _), = capability.items()
+    with pytest.raises(ValueError, match=rf"capability {name} is one of .*got {name}="):
+        normalizers(**capability)
+
+
+def test_normalizers_match_every_value_a_capability_takes():
+    """Each class lands in exactly one list per capability, as its declaration says."""
+    classes = normalizers()
+    for name, values in [("index", ("bias", "rerank", None)), ("bias_form", (True, False)),
+                         ("gallery_bank", (None, "gallery_bank", "querybank_to_gallery_bank"))]:
+        lists = [normalizers(**{name: value}) for value in values]
+        assert sorted(cls.__name__ for found in lists for cls in found) == sorted(
+            cls.__name__ for cls in classes)
+        for value, found in zip(values, lists):
+            assert all(getattr(cls.capabilities, name) == value for cls in found)
+
+
+def test_make_normalizer_takes_a_name_in_any_case():
+    made = make_normalizer("IS", Settings(beta=7))
+    assert type(made) is InvertedSoftmax
+    assert made.get_params() == InvertedSoftmax(beta=7).get_params()
+    assert make_normalizer("Raw") is None
+    assert make_normalizer("DN").alpha == 0.5
+    with pytest.raises(ValueError, match="No method named 'nope'"):
+        make_normalizer("nope")
+    with pytest.raises(ValueError, match="settings must be a catalogue.Settings"):
+        make_normalizer("is", {"beta": 3})
+
+
+@pytest.mark.parametrize("name", [["csls"], None, 3, ("csls",)])
+def test_get_method_refuses_what_is_not_a_name(name):
+    with pytest.raises(ValueError, match=r"name must be a method name \(a string\).*csls"):
+        get_method(name)
+    with pytest.raises(ValueError, match=r"name must be a method name"):
+        unregister(name)
+
+
+def test_a_registered_toy_enters_the_catalogue_sweep(half_max, tmp_path):
+    from sweep_cases import catalogue_cases, catalogue_compare_cases
+    from test_sweep import outcome
+
+    cases = [case for case in catalogue_cases() + catalogue_compare_cases()
+             if "half-max" in case.id]
+    assert {"catalogue-get_method-half-max", "catalogue-compare-half-max-list",
+            "catalogue-register-half-max-options_str"} <= {case.id for case in cases}
+    problems = {case.id: outcome(case, tmp_path) for case in cases}
+    assert not {name: found for name, found in problems.items() if found}
+    assert get_method("half-max") is half_max

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 
-from skqbnorm import CSLS, DualInvertedSoftmax, InvertedSoftmax, compare
+from skqbnorm import CSLS, Centering, DualInvertedSoftmax, InvertedSoftmax, compare
 from skqbnorm import DualBankSinkhornNormalization as DBSN
 from skqbnorm._compare import TABLE_COLUMNS, ComparisonTable
-from skqbnorm.catalogue import METHODS
+from skqbnorm.catalogue import METHODS, Method
 from skqbnorm.cli import main
 from skqbnorm.datasets import make_hubness_sims
 from skqbnorm.metrics import QueryBankDiagnostics, paired_comparison, retrieval_metrics
@@ -114,6 +114,15 @@ def test_the_dual_bank_rows_use_the_gallery_bank(data):
     ({"methods": "magic"}, ValueError, "methods: invalid choice: 'magic'"),
     ({"methods": "all,is"}, ValueError, "'all' cannot be combined"),
     ({"methods": ["is", 3]}, ValueError, "methods must be 'all' or method names"),
+    ({"methods": None}, ValueError, "methods must be 'all' or method names.*got methods=None"),
+    ({"methods": 3}, ValueError, "methods must be 'all' or method names.*got methods=3"),
+    ({"methods": b"is"}, ValueError, "methods must be 'all' or method names"),
+    ({"methods": {"is": 1}}, ValueError, "methods must be 'all' or method names"),
+    ({"methods": []}, ValueError, "methods must be 'all' or method names"),
+    ({"methods": ["all", "is"]}, ValueError, "'all' cannot be combined"),
+    ({"params": "beta=3"}, ValueError, r"params must be a dict .*got params='beta=3'"),
+    ({"params": [("beta", 3)]}, ValueError, r"params must be a dict"),
+    ({"params": {1: 3, "beta": 2}}, ValueError, r"params\['1'\] is not a setting of any method"),
     ({"methods": "dbnorm"}, ValueError, "methods dbnorm: DBNorm .* needs gallery_bank"),
     ({"gallery_bank": np.ones((5, 40)), "methods": "is"}, ValueError,
      r"gallery_bank is not used by methods is; it is used by dbnorm, dbnorm-dynamic"),
@@ -186,3 +195,54 @@ def test_the_table_writes_csv_to_a_file_and_a_frame(data, tmp_path):
     assert isinstance(frame, pandas.DataFrame) and list(frame.columns) == list(TABLE_COLUMNS)
     assert frame["R@1"].tolist() == result["R@1"]
     assert frame.attrs["skipped"] == {}
+
+
+@pytest.mark.filterwarnings("ignore::skqbnorm.metrics.QueryBankWarning")
+@pytest.mark.parametrize("methods", [["all"], ("ALL ",), "All"])
+def test_all_in_a_list_is_all(data, methods):
+    sims, gt, bank, _ = data
+    spelled = table(sims, gt, bank_sims=bank, methods=methods, n_resamples=0)
+    plain = table(sims, gt, bank_sims=bank, methods="all", n_resamples=0)
+    assert spelled["method"] == plain["method"] and spelled["MnR"] == plain["MnR"]
+    assert spelled.attrs["skipped"] == plain.attrs["skipped"]
+    assert "dbnorm" not in " ".join(spelled["method"]).lower()  # skipped: no gallery bank
+
+
+class Spoiled(Centering):
+    """Centering whose scores a test spoils as ``spoil`` says."""
+
+    spoil = None
+
+    def transform(self, X):
+        return type(self).spoil(super().transform(X))
+
+
+@pytest.mark.parametrize(("spoil", "message"), [
+    (lambda s: np.where(np.arange(s.shape[1]) == 3, np.nan, s),
+     (r"methods spoiled: spoiled returned 60 non-finite scores from finite similarities "
+      r"\(the first, nan, at query 0, gallery item 3\)")),
+    (lambda s: np.where(s > 0, np.inf, s), "methods spoiled: spoiled returned .* non-finite"),
+    (lambda s: s[:, :-1], (r"methods spoiled: spoiled returned scores of shape \(60, 39\); "
+                           r".* shape \(60, 40\)")),
+    (lambda s: s[:-1], r"returned scores of shape \(59, 40\)"),
+    (lambda s: None, r"returned scores of shape \(\)"),
+    (lambda s: s.astype(object), "returned scores of dtype object"),
+    (lambda s: s + 0j, "returned scores of dtype complex128"),
+    (lambda s: [row[: i + 1] for i, row in enumerate(s)], "returned scores that are no array"),
+])
+def test_a_method_returning_unrankable_scores_is_named(data, monkeypatch, spoil, message):
+    """The error names the method that spoiled its scores, not the similarities it got."""
+    sims, gt, bank, _ = data
+    monkeypatch.setattr(Spoiled, "spoil", staticmethod(spoil))
+    monkeypatch.setitem(METHODS, "spoiled", Method("spoiled", "spoiled", Spoiled))
+    with pytest.raises(ValueError, match=message) as caught:
+        table(sims, gt, bank_sims=bank, methods="spoiled", n_resamples=0)
+    assert "sims" not in str(caught.value) and " gt" not in str(caught.value)
+
+
+def test_a_method_returning_a_list_of_rows_is_ranked(data, monkeypatch):
+    sims, gt, bank, _ = data
+    monkeypatch.setattr(Spoiled, "spoil", staticmethod(lambda s: s.tolist()))
+    monkeypatch.setitem(METHODS, "listed", Method("listed", "as lists", Spoiled))
+    result = table(sims, gt, bank_sims=bank, methods="listed,cent", n_resamples=0)
+    assert result.rows[1]["MnR"] == result.rows[2]["MnR"]
