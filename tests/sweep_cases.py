@@ -42,9 +42,11 @@ from skqbnorm import (
     RandomWalkReranker,
     SinkhornNormalization,
     catalogue,
+    compare,
 )
 from skqbnorm import metrics as M
 from skqbnorm.cli import main as cli_main
+from skqbnorm.normalizers import Capabilities, QueryBankGate
 
 SHAPE_PATTERN = r"\(\d+,(\s*\d+,?)*\)|\bshape\b"
 
@@ -1634,11 +1636,313 @@ def _cli_save_cases():
     return cases
 
 
+# -- the catalogue and compare ------------------------------------------------------------
+
+
+class _NoFit:
+    """Declares capabilities, but is no transformer."""
+
+    capabilities = Capabilities()
+
+
+#: Names no method list could select: "all", a list's comma, deprecated names, spaces.
+BAD_METHOD_NAMES = ["all", "ALL", "a,b", *catalogue.ALIASES, " x", "x y", "", "-x", 3, None,
+                    ["x"]]
+
+
+def _restoring(key, call):
+    """Run ``call``; if it removed or replaced the built-in entry ``key``, put it back."""
+    entry = catalogue.METHODS[key]
+
+    def run(ctx):
+        try:
+            return call()
+        finally:
+            catalogue.METHODS[key] = entry
+
+    return run
+
+
+def _registered_then_removed(name, method):
+    """Register ``method`` as ``name``, look it up and remove it again."""
+    def run(ctx):
+        try:
+            registered = catalogue.register(name, method)
+            return registered, catalogue.get_method(name.upper())
+        finally:
+            catalogue.METHODS.pop(name.lower(), None)
+
+    def check(result, ctx):
+        registered, found = result
+        assert registered is method and found is method, "register did not return the entry"
+        assert name.lower() not in catalogue.METHODS, "left registered"
+
+    return run, check
+
+
+def _catalogue_case(label, run, check=lambda result, ctx: None, names=(), expect="any"):
+    return Case("catalogue", label, run, check, names, False, expect)
+
+
+def _mutated_entries(key, spec):
+    """Variants of the entry ``spec`` that no evaluation can run: (label, entry, names)."""
+    variants = [
+        ("label_int", spec._replace(label=3), ("label",)),
+        ("summary_none", spec._replace(summary=None), ("summary",)),
+        ("options_str", spec._replace(options="".join(spec.options) or "beta"), ("options",)),
+        ("fixed_flat", spec._replace(fixed=("alpha", 0.5)), ("fixed",)),
+        ("data_unknown", spec._replace(data="elsewhere"), ("data",)),
+        ("iterative_str", spec._replace(iterative="yes"), ("iterative",)),
+    ]
+    if spec.normalizer is None:
+        return variants + [("data_querybank", spec._replace(data="querybank"), ("data",))]
+    variants += [
+        ("data_nothing", spec._replace(data="nothing"), ("data",)),
+        ("normalizer_instance", spec._replace(normalizer=object()), ("normalizer",)),
+        ("normalizer_no_fit", spec._replace(normalizer=_NoFit), ("normalizer",)),
+    ]
+    if spec.data == "both banks":
+        variants += [("single_bank_none", spec._replace(single_bank=None), ("single_bank",)),
+                     ("data_querybank", spec._replace(data="querybank"),
+                      ("data", "gallery_bank"))]
+    return variants
+
+
+def _method_catalogue_cases(key, spec):
+    """Look-ups, registration and removal of one registered method."""
+    upper = key.upper()
+
+    def check_found(result, ctx):
+        assert result is spec, f"get_method({upper!r}) is not the entry {key!r}"
+
+    def check_made(made, ctx):
+        if spec.normalizer is None:
+            assert made is None, f"make_normalizer({upper!r}) gave {made!r} for raw"
+            return
+        inner = made.normalizer if isinstance(made, QueryBankGate) else made
+        assert type(inner) is spec.normalizer, f"made {type(inner).__name__}"
+        assert spec.gated == isinstance(made, QueryBankGate), "gated and made differ"
+        for name, value in spec.fixed:
+            assert inner.get_params()[name] == value, f"fixed {name} not set"
+
+    run_copy, check_copy = _registered_then_removed(f"sweep-copy-of-{key}", spec)
+    cases = [
+        _catalogue_case(f"get_method-{key}", lambda ctx: catalogue.get_method(upper),
+                        check_found, expect="ok"),
+        _catalogue_case(f"make_normalizer-{key}", lambda ctx: catalogue.make_normalizer(upper),
+                        check_made, expect="ok"),
+        _catalogue_case(f"register-copy-of-{key}", run_copy, check_copy, expect="ok"),
+        _catalogue_case(f"register-over-{key}", _restoring(
+            key, lambda: catalogue.register(upper, spec)), names=("name",), expect="error"),
+    ]
+    if key in catalogue.BUILT_IN:
+        cases += [
+            _catalogue_case(f"replace-built-in-{key}", _restoring(
+                key, lambda: catalogue.register(key, spec._replace(label="x"), replace=True)),
+                names=("name",), expect="error"),
+            _catalogue_case(f"unregister-built-in-{key}", _restoring(
+                key, lambda: catalogue.unregister(upper)), names=("name",), expect="error"),
+        ]
+    for label, entry, names in _mutated_entries(key, spec):
+        def run(ctx, entry=entry):
+            try:
+                return catalogue.register("sweep-mutated", entry)
+            finally:
+                catalogue.METHODS.pop("sweep-mutated", None)
+
+        cases.append(_catalogue_case(f"register-{key}-{label}", run, names=names,
+                                     expect="error"))
+    return cases
+
+
+def _capability_cases():
+    """normalizers() on every value each capability takes, and on values none takes."""
+    cases = []
+    allowed = {field: catalogue.CAPABILITY_VALUES.get(field, (True, False))
+               for field in Capabilities.__dataclass_fields__}
+    for field, values in allowed.items():
+        for value in values:
+            def check(found, ctx, field=field, value=value):
+                assert isinstance(found, list), f"returned {type(found).__name__}"
+                assert all(getattr(cls.capabilities, field) == value for cls in found)
+                expected = [cls for cls in catalogue.normalizers()
+                            if getattr(cls.capabilities, field) == value]
+                assert found == expected, f"{field}={value!r} missed classes"
+
+            cases.append(_catalogue_case(
+                f"normalizers-{field}={value!r}",
+                lambda ctx, f=field, v=value: catalogue.normalizers(**{f: v}), check,
+                expect="ok"))
+        for value in ("yes", 1, 0.0, "flat", ["bias"], *(() if None in values else (None,))):
+            cases.append(_catalogue_case(
+                f"normalizers-{field}={value!r}",
+                lambda ctx, f=field, v=value: catalogue.normalizers(**{f: v}), names=(field,),
+                expect="error"))
+    cases.append(_catalogue_case("normalizers-unknown", lambda ctx: catalogue.normalizers(
+        bias=True), names=("bias",), expect="error"))
+    return cases
+
+
+def catalogue_cases():
+    """register, unregister, get_method, make_normalizer and normalizers, generated from
+    the registered methods, and the names no method list could select."""
+    cases = []
+    for key, spec in list(catalogue.METHODS.items()):
+        cases += _method_catalogue_cases(key, spec)
+    for name in BAD_METHOD_NAMES:
+        run_bad, _ = _registered_then_removed(name, catalogue.METHODS["cent"]) if isinstance(
+            name, str) else (None, None)
+        run = run_bad or (lambda ctx, name=name: catalogue.register(
+            name, catalogue.METHODS["cent"]))
+        cases.append(_catalogue_case(f"register-name-{name!r}", run, names=("name",),
+                                     expect="error"))
+    for name in ("nope", ["csls"], None, 3, "", "all", "csls,is"):
+        for function in ("get_method", "make_normalizer", "unregister"):
+            call = getattr(catalogue, function)
+            cases.append(_catalogue_case(f"{function}-{name!r}", lambda ctx, c=call, n=name: c(n),
+                                         names=("name", "method"), expect="error"))
+    cases.append(_catalogue_case("make_normalizer-settings_dict", lambda ctx: (
+        catalogue.make_normalizer("is", {"beta": 3})), names=("settings",), expect="error"))
+    cases.append(_catalogue_case("register-replace_str", _restoring("cent", lambda: (
+        catalogue.register("cent-copy", catalogue.METHODS["cent"], replace="yes"))),
+        names=("replace",), expect="error"))
+    return cases + _capability_cases()
+
+
+_compare_rng = np.random.default_rng(20261207)
+COMPARE_SIMS = _compare_rng.normal(size=(12, 12)) + 2 * np.eye(12)
+COMPARE_BANK = _compare_rng.normal(size=(40, 12))
+COMPARE_GALLERY_BANK = {"gallery_bank": _compare_rng.normal(size=(6, 12)),
+                        "querybank_to_gallery_bank": _compare_rng.normal(size=(40, 6))}
+
+
+def _compare_call(ctx, methods, *, banks_for=None, **kwargs):
+    """compare on the small matrices, given the gallery-bank inputs that the methods
+    named in ``banks_for`` (default: ``methods``, a string) use."""
+    names = methods if banks_for is None else banks_for
+    keys = catalogue.METHODS if names == "all" else [
+        name.strip().lower() for name in names.split(",")]
+    used = {catalogue.METHODS[key].gallery_bank_input for key in keys
+            if key in catalogue.METHODS and catalogue.METHODS[key].data == "both banks"}
+    call = {"bank_sims": COMPARE_BANK, "methods": methods, "n_resamples": 20, "as_frame": False,
+            **{key: COMPARE_GALLERY_BANK[key] for key in used}, **kwargs}
+    arrays = {key: ctx.keep(value.copy()) for key, value in call.items()
+              if isinstance(value, np.ndarray)}
+    return compare(ctx.keep(COMPARE_SIMS.copy()), np.arange(12), **{**call, **arrays})
+
+
+def check_comparison(result, ctx, labels=None):
+    """A table of finite metrics, raw similarities first (and ``labels``, if given)."""
+    assert len(result) >= 1 and result.rows[0]["method"] == "raw similarities", "raw not first"
+    for row in result.rows:
+        for column in ("R@1", "R@10", "MnR", "skewness"):
+            check_float(row[column])
+        assert row is result.rows[0] or row["R@1 change"] is not None, "no change against raw"
+    if labels is not None:
+        assert result["method"] == labels, f"rows {result['method']}, expected {labels}"
+
+
+def _compare_method_cases(key, spec):
+    """One registered method through compare, spelled three ways, and its settings."""
+    cases = []
+    for label, methods in [("upper", key.upper()), ("list", [key]),
+                           ("spaced", f" {key} , raw")]:
+        def run(ctx, methods=methods):
+            return _compare_call(ctx, methods, banks_for=key)
+
+        def check(result, ctx):
+            check_comparison(result, ctx)
+            assert len(result) == (1 if key == "raw" else 2), f"{len(result)} rows"
+
+        cases.append(Case("catalogue", f"compare-{key}-{label}", run, check,
+                          ("methods", key), False, "ok"))
+    for option in spec.options:
+        value = catalogue.class_default(key, option)
+        cases.append(Case("catalogue", f"compare-{key}-params-{option}-default",
+                          lambda ctx, o=option, v=value: _compare_call(ctx, key, params={o: v}),
+                          check_comparison, ("methods", option), False, "ok"))
+        cases.append(Case("catalogue", f"compare-{key}-params-{option}-str",
+                          lambda ctx, o=option, v=value: _compare_call(ctx, key,
+                                                                       params={o: str(v)}),
+                          check_comparison, (option,), False, "error"))
+        cases.append(Case("catalogue", f"compare-{key}-params-{option}-not-taken",
+                          lambda ctx, o=option, v=value: _compare_call(ctx, "raw",
+                                                                       params={o: v}),
+                          check_comparison, (option,), False, "error"))
+    return cases
+
+
+class _Spoiled(Centering):
+    """Centering whose scores ``spoil`` spoils (a registered method gone wrong)."""
+
+    capabilities = Centering.capabilities
+    spoil = staticmethod(lambda scores: scores)
+
+    def transform(self, X):
+        return type(self).spoil(super().transform(X))
+
+
+SPOILS = {
+    "nan": lambda s: np.where(np.arange(s.shape[1]) == 2, np.nan, s),
+    "inf": lambda s: np.where(s > 0, np.inf, s),
+    "column_dropped": lambda s: s[:, :-1],
+    "row_dropped": lambda s: s[:-1],
+    "none": lambda s: None,
+    "object": lambda s: s.astype(object),
+    "transposed": lambda s: s[:, :5].T,
+    "ragged": lambda s: [row[: i + 1] for i, row in enumerate(s)],
+}
+
+
+def _spoiled_case(label, spoil):
+    def run(ctx):
+        spoiled = type("Spoiled", (_Spoiled,), {"spoil": staticmethod(spoil)})
+        catalogue.register("sweep-spoiled", catalogue.Method("spoiled", label, spoiled))
+        try:
+            return _compare_call(ctx, "sweep-spoiled")
+        except ValueError as error:
+            if "sims" in str(error) or "gt" in str(error).split():
+                raise AssertionError(f"blames the inputs, not the method: {error}") from None
+            raise
+        finally:
+            catalogue.METHODS.pop("sweep-spoiled", None)
+
+    return Case("catalogue", f"compare-spoiled-{label}", run, check_comparison,
+                ("sweep-spoiled", "spoiled"), False, "error")
+
+
+def catalogue_compare_cases():
+    """compare's methods and params, generated from the registered methods."""
+    cases = []
+    for key, spec in list(catalogue.METHODS.items()):
+        cases += _compare_method_cases(key, spec)
+    everything = [*(["all"], ("ALL",), " All "), "all"]
+    for methods in everything:
+        cases.append(Case("catalogue", f"compare-methods-{methods!r}",
+                          lambda ctx, m=methods: _compare_call(ctx, m, banks_for="all"),
+                          check_comparison, ("methods",), False, "ok"))
+    for methods in (None, 3, b"is", {"is": 1}, [], "", "all,is", ["all", "is"], ["is", None],
+                    "nope", "is,,dis", ["is,dis"]):
+        cases.append(Case("catalogue", f"compare-methods-{methods!r}",
+                          lambda ctx, m=methods: _compare_call(ctx, m, banks_for="is"),
+                          check_comparison, ("methods",), False, "error"))
+    for params in ("beta=3", [("beta", 3)], 3, {1: 2}, {"beta": "3"}, {"beta": np.nan},
+                   {"beta": True}, {"gamma": 1}):
+        cases.append(Case("catalogue", f"compare-params-{params!r}",
+                          lambda ctx, p=params: _compare_call(ctx, "is", params=p),
+                          check_comparison, ("params", "beta", "gamma"), False, "error"))
+    cases.append(Case("catalogue", "compare-params-none-value",
+                      lambda ctx: _compare_call(ctx, "is", params={"beta": None}),
+                      check_comparison, ("params",), False, "ok"))
+    return cases + [_spoiled_case(label, spoil) for label, spoil in SPOILS.items()]
+
+
 def all_cases():
     from sweep_cases_cli import cli_and_paired_cases  # it builds on this module's helpers
 
     cases = (_normalizer_cases() + _reranker_cases() + _metrics_matrix_cases()
-             + _metrics_param_cases() + _cli_cases() + cli_and_paired_cases())
+             + _metrics_param_cases() + _cli_cases() + cli_and_paired_cases()
+             + catalogue_cases() + catalogue_compare_cases())
     ids = [case.id for case in cases]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"duplicate case ids: {sorted(duplicates)[:5]}"
