@@ -346,11 +346,21 @@ def split_lists(X, y, groups):
     return X, y, labels, lists
 
 
-def checked_cs(cs):
-    """The values of c of a path as a float array: a non-empty 1-D sequence of finite c > 0."""
-    checked = np.asarray(cs, dtype=float) if np.ndim(cs) == 1 else None
-    if checked is None or len(checked) == 0 or not np.all(np.isfinite(checked)) or np.any(checked <= 0):
-        raise ValueError(f"cs must be a non-empty 1-D sequence of finite values of c > 0; got cs={cs!r}.")
+def checked_cs(cs, name="cs", of="c > 0", positive=True):
+    """The values of a path as a float array: a non-empty 1-D sequence of finite real
+    numbers (booleans and strings refused, not converted), each > 0 when ``positive``;
+    a ValueError names ``name`` and what the values are ``of``."""
+    if isinstance(cs, np.ndarray):
+        reals = cs.dtype.kind in "iuf"
+    else:
+        reals = not isinstance(cs, str) and np.iterable(cs) and all(
+            isinstance(value, Real) and not isinstance(value, (bool, np.bool_)) for value in cs)
+    checked = np.asarray(cs, dtype=float) if reals and np.ndim(cs) == 1 else None
+    if checked is None or len(checked) == 0 or not np.all(np.isfinite(checked)) or (
+            positive and np.any(checked <= 0)):
+        kind = "" if reals else " (real numbers, not booleans or strings)"
+        raise ValueError(f"{name} must be a non-empty 1-D sequence of finite values of {of}; "
+                         f"got {name}={cs!r}{kind}.")
     return checked
 
 

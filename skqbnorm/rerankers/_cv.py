@@ -10,10 +10,10 @@ from sklearn.model_selection import GroupKFold
 from sklearn.utils._param_validation import HasMethods, StrOptions
 
 from .._validation import NotBool as Interval
-from .._validation import check_labels
+from .._validation import check_labels, warn_caller
 from ..metrics import average_precisions
 from ..metrics._ranking import check_ap_options
-from ._base import split_lists
+from ._base import checked_cs, split_lists
 from ._hinge import HingeReranker
 
 
@@ -51,15 +51,17 @@ class RerankerCV(BaseEstimator):
         this estimator's ``n_jobs``.
     cs : array-like of float, default=None
         The candidate values of the estimator's strength parameter (of c for the
-        Bayesian rerankers, each > 0), in the order of ``cv_results_``; each must
-        be a valid value of that parameter. None means the estimator's
-        ``strength_grid``: for the Bayesian rerankers (0.001, 0.003, 0.01, 0.03,
-        0.1, 0.3, 1, 3), for the others see their strength parameter.
+        Bayesian rerankers, each > 0), in the order of ``cv_results_``: real
+        numbers (booleans and strings are refused), each a valid value of that
+        parameter. None means the estimator's ``strength_grid``: for the Bayesian
+        rerankers (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3), for the others see
+        their strength parameter.
     cv : int or cross-validation splitter, default=5
         An int is the number of folds of ``GroupKFold``; a splitter's
         ``split(X, y, groups)`` must put each list wholly in one test fold (as
         ``GroupKFold`` and ``LeaveOneGroupOut`` do): a list cut in two would be
-        reranked as two lists.
+        reranked as two lists. A splitter that yields no fold, or a fold with no
+        test sample, is refused.
     n : int, default=None
         Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
     denominator : {"relevant", "truncated"}, default="relevant"
@@ -147,7 +149,9 @@ class RerankerCV(BaseEstimator):
         groups : array-like of shape (n_samples,)
             The list (query) each sample belongs to; the folds split the lists.
         relevance : array-like of shape (n_samples,)
-            0/1 relevance of every sample, for AP.
+            0/1 relevance of every sample, for AP. With no relevant sample every
+            AP is 0, every candidate scores alike (the first is chosen), and a
+            ``UserWarning`` says so.
 
         Returns
         -------
@@ -164,6 +168,11 @@ class RerankerCV(BaseEstimator):
             )
         X, y, self.group_labels_, lists = split_lists(X, y, groups)
         relevance = check_labels(relevance, "relevance", len(y))
+        if not relevance.any():
+            warn_caller(
+                f"relevance has no relevant sample (all {len(relevance)} are 0): every list's "
+                "AP is 0 at every candidate, so every candidate scores alike and the first "
+                "is chosen.", UserWarning)
         members = np.empty(len(y), dtype=np.intp)
         members[np.concatenate(lists)] = np.repeat(np.arange(len(lists)), list(map(len, lists)))
         folds = self._folds(X, y, groups, members, len(lists))
@@ -210,6 +219,10 @@ class RerankerCV(BaseEstimator):
 
     def _folds(self, X, y, groups, members, n_lists):
         """Each fold's test lists (numbers into ``lists``); a cut list is refused by name."""
+        if isinstance(self.cv, str):  # a str has a split method, so the constraint lets it by
+            raise ValueError(  # noqa: TRY004 - a bad parameter value, as scikit-learn refuses them
+                f"cv must be an int >= 2 or a cross-validation splitter; got cv={self.cv!r}, a string."
+            )
         splitter = GroupKFold(n_splits=self.cv) if isinstance(self.cv, Integral) else self.cv
         if isinstance(self.cv, Integral) and self.cv > n_lists:
             raise ValueError(
@@ -217,6 +230,8 @@ class RerankerCV(BaseEstimator):
             )
         folds = []
         for k, (_, test) in enumerate(splitter.split(X, y, groups)):
+            if len(test) == 0:
+                raise ValueError(f"cv={self.cv!r} gave test fold {k} no sample: it scores nothing.")
             held = np.unique(members[test])
             if np.bincount(members[test], minlength=n_lists)[held].tolist() != \
                     np.bincount(members, minlength=n_lists)[held].tolist():
@@ -225,6 +240,11 @@ class RerankerCV(BaseEstimator):
                     "(one value of groups each), as GroupKFold and LeaveOneGroupOut do."
                 )
             folds.append(held)
+        if not folds:
+            raise ValueError(
+                f"cv={self.cv!r} gave no fold: its split(X, y, groups) yielded no train/test "
+                f"pair for {n_lists} lists, so no candidate can be scored."
+            )
         return folds
 
     def __sklearn_tags__(self):
@@ -257,17 +277,18 @@ def checked_candidates(cs, estimator, name):
     valid value of the parameter ``name`` of ``estimator``."""
     values = estimator.strength_grid if cs is None else cs
     try:
-        checked = np.asarray(values, dtype=float) if np.ndim(values) == 1 else None
-    except (TypeError, ValueError):
+        checked = checked_cs(values, "cs", of=name, positive=False)
+    except ValueError:
         checked = None
     refused = ""
-    if checked is not None and len(checked) > 0 and np.all(np.isfinite(checked)):
+    if checked is not None:
         refused = next(filter(None, (invalid_value(estimator, name, value) for value in checked)), "")
         if not refused:
             return checked.tolist()
     raise ValueError(
-        f"cs must be a non-empty 1-D sequence of finite values of {name}, each valid for "
-        f"{type(estimator).__name__}; got cs={values!r}.{refused}"
+        f"cs must be a non-empty 1-D sequence of real numbers (not booleans or strings), "
+        f"finite values of {name}, each valid for {type(estimator).__name__}; got "
+        f"cs={values!r}.{refused}"
     )
 
 

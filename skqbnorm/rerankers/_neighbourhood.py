@@ -10,7 +10,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import split_lists
+from ._base import checked_cs, split_lists
 
 #: Initial scores this far beyond [-1, 1] are rounding (e.g. float32 cosines of 1 + 1e-7),
 #: clipped; further, ``initial="cosine"`` refuses them.
@@ -84,12 +84,7 @@ class NeighbourhoodReranker(BaseEstimator):
 
     def _checked_values(self, values, keyword):
         """``values`` as a list of Python numbers, each valid for the strength parameter."""
-        checked = np.asarray(values, dtype=float) if np.ndim(values) == 1 else None
-        if checked is None or len(checked) == 0 or not np.all(np.isfinite(checked)):
-            raise ValueError(
-                f"{keyword} must be a non-empty 1-D sequence of finite values of "
-                f"{self.strength_param}; got {keyword}={values!r}."
-            )
+        checked = checked_cs(values, keyword, of=self.strength_param, positive=False)
         for value in checked:
             try:
                 clone(self).set_params(**{self.strength_param: float(value)})._validate_params()

@@ -129,11 +129,21 @@ def test_rerank_path_is_fit_at_every_c(cls):
             assert_array_equal(getattr(fitted, name), getattr(expected, name))
 
 
-@pytest.mark.parametrize("cs", [[], [[0.1]], [0.1, 0.0], [np.inf], "0.1"])
+@pytest.mark.parametrize("cs", [[], [[0.1]], [0.1, 0.0], [np.inf], "0.1", ["0.1", True],
+                                [0.1, True], [np.True_], ["a"], np.array(["0.1"]),
+                                np.array([True, True]), [0.1, None]])
 def test_rerank_path_refuses_bad_values_of_c(cs):
     X, y = np.random.default_rng(3).normal(size=(6, 3)), np.arange(6.0)
     with pytest.raises(ValueError, match="cs must be a non-empty 1-D sequence of finite values of c > 0"):
         PointwiseReranker().rerank_path(X, y, cs=cs)
+
+
+@pytest.mark.parametrize("cs", [[0.1, 2], (np.float32(0.5), np.int64(3)), np.array([1, 2]),
+                                np.array([0.25], dtype=np.float16)])
+def test_rerank_path_takes_any_real_numbers(cs):
+    X, y = np.random.default_rng(3).normal(size=(6, 3)), np.arange(6.0)
+    path = PointwiseReranker().rerank_path(X, y, cs=cs)
+    assert [fitted.c for fitted in path] == [float(c) for c in cs]
 
 
 # -- c="auto": generalised cross-validation of the point-wise smoother ---------------

@@ -1,6 +1,8 @@
 """RerankerCV over every reranker: the neighbourhood rerankers' strength chosen as
 GridSearchCV chooses it, the declared contract, and its refusals."""
 
+import warnings
+
 import numpy as np
 import pytest
 import sklearn
@@ -160,6 +162,68 @@ def test_candidates_must_be_valid_values_of_the_strength(reranker, cs, message):
     features, initial, groups, relevance = cosine_lists(n_queries=4, n_items=10)
     with pytest.raises(ValueError, match=message):
         RerankerCV(reranker, cs=cs, cv=2).fit(features, initial, groups, relevance=relevance)
+
+
+@pytest.mark.parametrize("reranker", [PointwiseReranker(), DiffusionReranker(n_neighbors=3),
+                                      KReciprocalReranker(k1=3, k2=2)],
+                         ids=lambda r: type(r).__name__)
+@pytest.mark.parametrize("cs", [["0.1", True], [0.1, True], [np.True_], ["a"],
+                                np.array(["0.5"]), [0.5, None]])
+def test_candidates_must_be_numbers_not_booleans_or_strings(reranker, cs):
+    features, initial, groups, relevance = cosine_lists(n_queries=4, n_items=10)
+    with pytest.raises(ValueError, match=r"^cs must be a non-empty 1-D sequence of real numbers "
+                                         r"\(not booleans or strings\)"):
+        RerankerCV(reranker, cs=cs, cv=2).fit(features, initial, groups, relevance=relevance)
+
+
+def test_diffusion_rerank_path_refuses_booleans_and_strings_by_name():
+    features, initial, groups, _ = cosine_lists(n_queries=2, n_items=10)
+    for alphas in (["0.1", True], [0.5, True], ["a"]):
+        with pytest.raises(ValueError, match=r"^alphas must be .* of alpha; got alphas=.*\(real "
+                                             r"numbers, not booleans or strings\)"):
+            DiffusionReranker(n_neighbors=3).rerank_path(features, initial, groups, alphas=alphas)
+    path = DiffusionReranker(n_neighbors=3).rerank_path(features, initial, groups,
+                                                         alphas=np.array([0, 0.5], dtype=np.float32))
+    assert [fitted.alpha for fitted in path] == [0.0, 0.5]
+
+
+class NoFold:
+    """A splitter that yields nothing (or, ``empty_test``, one fold with no test sample)."""
+
+    def __init__(self, empty_test=False):
+        self.empty_test = empty_test
+
+    def split(self, X, y=None, groups=None):
+        if self.empty_test:
+            yield np.arange(len(X)), np.array([], dtype=int)
+
+
+@pytest.mark.parametrize(("cv", "message"), [
+    (NoFold(), (r"^cv=.*NoFold.* gave no fold: its split\(X, y, groups\) yielded no "
+                r"train/test pair for 4 lists")),
+    (NoFold(empty_test=True), r"^cv=.*NoFold.* gave test fold 0 no sample"),
+    ("2", r"^cv must be an int >= 2 or a cross-validation splitter; got cv='2', a string"),
+])
+def test_a_splitter_without_a_test_fold_is_refused_by_name(cv, message):
+    features, initial, groups, relevance = cosine_lists(n_queries=4, n_items=10)
+    search = RerankerCV(PointwiseReranker(), cs=[0.1, 1.0], cv=cv)
+    with pytest.raises(ValueError, match=message):
+        search.fit(features, initial, groups, relevance=relevance)
+    assert not hasattr(search, "best_c_")
+
+
+def test_relevance_without_a_relevant_sample_warns_that_candidates_score_alike():
+    features, initial, groups, _ = cosine_lists(n_queries=4, n_items=10)
+    search = RerankerCV(PointwiseReranker(), cs=[0.1, 1.0], cv=2)
+    with pytest.warns(UserWarning, match=r"relevance has no relevant sample \(all 40 are 0\): "
+                                         r"every list's AP is 0 at every candidate"):
+        search.fit(features, initial, groups, relevance=np.zeros(40))
+    assert_array_equal(search.cv_results_["mean_test_score"], [0.0, 0.0])
+    assert search.best_c_ == 0.1
+    with warnings.catch_warnings():  # one relevant sample is enough to score
+        warnings.simplefilter("error")
+        RerankerCV(PointwiseReranker(), cs=[0.1, 1.0], cv=2).fit(
+            features, initial, groups, relevance=np.arange(40) == 5)
 
 
 def test_caller_arrays_are_left_as_they_were():
