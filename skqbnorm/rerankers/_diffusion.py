@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
 from .._validation import warn_caller
-from ._base import score_scale, which_lists
+from ._base import checked_cs, score_scale, which_lists
 from ._graph import degrees, most_similar, neighbour_matrix, unit_rows
 from ._neighbourhood import NeighbourhoodReranker
 from ._solvers import TOLERANCE, conjugate_gradients
@@ -32,14 +32,25 @@ class DiffusionReranker(NeighbourhoodReranker):
     initial scores as the paper's code builds the query's: ``y_i = max(rbar_i, 0)^gamma``
     for the ``n_source`` samples of highest initial score ``rbar``, 0 for the others, with
     ``rbar`` first divided by its largest magnitude (so that scaling the initial scores
-    changes nothing). An isolated sample keeps its source value.
+    changes nothing). An isolated sample keeps its source value. The source keeps only
+    positive scores, so a list without one (all its initial scores <= 0, e.g. negative
+    cosines) is first mapped onto [0, 1], ``rbar = (y - min y) / (max y - min y)``,
+    rather than diffusing nothing.
+
+    Samples the diffusion leaves tied (exactly equal scores: those it does not reach
+    from the source, and at ``alpha=0`` those outside it) keep the order of their initial
+    scores: each group of ties is spread below its value, by at most ``1e-10`` of the
+    list's largest score and less than half the gap to the next lower score, so the
+    diffusion's own order is unchanged and ``alpha=0`` ranks as the initial scores do
+    (as far as float64 resolves such gaps).
 
     Parameters
     ----------
     alpha : float, default=0.99
         Weight of the diffusion against the source, in [0, 1): the reranking's
         strength (0 returns the source, the initial scores of its ``n_source``
-        samples). It is the parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes
+        samples with its ties in the initial order: the initial ranking). It is
+        the parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes
         (``strength_param``), over ``strength_grid`` = (0.5, 0.7, 0.8, 0.9, 0.95,
         0.99) by default.
     n_neighbors : int, default=50
@@ -123,7 +134,8 @@ class DiffusionReranker(NeighbourhoodReranker):
         groups : array-like of shape (n_samples,), default=None
             The list each sample belongs to; None means one list.
         alphas : array-like of float
-            The values of ``alpha``, each in [0, 1).
+            The values of ``alpha``, each in [0, 1) (real numbers: booleans and
+            strings are refused).
 
         Returns
         -------
@@ -146,14 +158,16 @@ class DiffusionReranker(NeighbourhoodReranker):
         >>> bool(np.all(path[1].scores_ == fitted.scores_))
         True
         """
+        checked_cs(alphas, "alphas", of="alpha", positive=False)
         return self._fitted_path(X, y, groups, alphas, "alphas")
 
     def _rerank_path(self, features, initial, alphas):
         weights = normalized_affinity(mutual_affinity(unit_rows(features), self.n_neighbors,
                                                       self.gamma))
         identity, source = sparse.identity(len(initial)), self._source(initial)
-        return [conjugate_gradients((identity - alpha * weights).tocsr(), source, None)
-                for alpha in alphas]
+        solves = (conjugate_gradients((identity - alpha * weights).tocsr(), source, None)
+                  for alpha in alphas)
+        return [(ties_in_initial_order(scores, initial), info) for scores, info in solves]
 
     def _report(self, infos):
         self.n_iter_ = np.array([info["n_iter"] for info in infos])
@@ -169,7 +183,7 @@ class DiffusionReranker(NeighbourhoodReranker):
 
     def _source(self, initial):
         """``max(rbar, 0)^gamma`` on the ``n_source`` highest initial scores, 0 elsewhere."""
-        scaled = initial / score_scale(initial)[0]
+        scaled = source_scores(initial)
         source = np.zeros_like(scaled)
         n_source = len(scaled) if self.n_source is None else min(self.n_source, len(scaled))
         top = row_top_k_indices(scaled[None, :], n_source)[0][0]
@@ -195,3 +209,38 @@ def normalized_affinity(affinity):
     degree = degrees(affinity)
     inv_sqrt = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=degree > 0)
     return (sparse.diags(inv_sqrt) @ affinity @ sparse.diags(inv_sqrt)).tocsr()
+
+
+#: The most a group of tied scores is spread, relative to the list's largest score.
+TIE_SPREAD = 1e-10
+
+
+def source_scores(initial):
+    """``rbar``: the initial scores over their largest magnitude, or, for a list with no
+    positive score (whose source would be empty), mapped onto [0, 1] by min-max."""
+    highest = initial.max()
+    if highest > 0:
+        return initial / score_scale(initial)[0]
+    lowest = initial.min()
+    return (initial - lowest) / (highest - lowest)  # no overflow: both are <= 0
+
+
+def ties_in_initial_order(scores, initial):
+    """``scores`` with each group of equal values spread below its value in the order of
+    ``initial`` (equal initial scores stay tied): by less than half the gap to the next
+    lower value and at most :data:`TIE_SPREAD` of the largest magnitude."""
+    order = np.lexsort((initial, scores))
+    ranked, by_initial = scores[order], initial[order]
+    new_value = np.r_[True, ranked[1:] != ranked[:-1]]
+    new_pair = new_value | np.r_[True, by_initial[1:] != by_initial[:-1]]
+    pair_rank = np.cumsum(new_pair) - 1
+    within = pair_rank - np.maximum.accumulate(np.where(new_value, pair_rank, 0))
+    starts = np.flatnonzero(new_value)
+    size = np.maximum.reduceat(within, starts) + 1
+    values = ranked[starts]
+    room = np.minimum(np.r_[np.inf, np.diff(values) / 2],
+                      TIE_SPREAD * (np.abs(values).max() or 1.0))
+    group = np.cumsum(new_value) - 1
+    spread = np.empty_like(scores)
+    spread[order] = ranked - room[group] * (size[group] - 1 - within) / size[group]
+    return spread
