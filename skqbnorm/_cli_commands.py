@@ -48,6 +48,8 @@ EMBEDDING_OPTIONS = {"--queries": "the test queries", "--gallery": "the gallery"
                      "--bank": "the querybank", "--gallery-bank": "the gallery bank"}
 EMBEDDINGS = Expected("fiu", (2,), "embeddings, one row per item (float or integer)")
 SIMILARITY_OPTIONS = ("--sims", "--bank-sims", "--gallery-bank-sims", "--bank-gallery-bank-sims")
+#: Embedding input's words: one option, --gallery-bank, gives every gallery-bank input.
+EMBEDDING_WORDS = CLI_WORDS._replace(inputs=dict.fromkeys(GALLERY_BANK_OPTIONS, "--gallery-bank"))
 
 
 def note(line):
@@ -108,9 +110,10 @@ def run_evaluate(args):
                 given = used_gallery_bank_inputs(args.method)
                 gallery_bank = {key: gallery_bank[key] if key in given else None
                                 for key in gallery_bank}
+            words = EMBEDDING_WORDS if embedding_mode else CLI_WORDS
             methods = plan_methods(args.method, settings, *bank_sims.shape, given,
-                                   everything=everything, words=CLI_WORDS, tell=tell)
-            check_gallery_banks_used(args.method, given, CLI_WORDS)
+                                   everything=everything, words=words, tell=tell)
+            check_gallery_banks_used(args.method, given, words)
         except ValueError as error:
             raise CommandError(str(error)) from error
         progress = None if args.quiet else note
