@@ -1,5 +1,6 @@
 """Querybank diagnostics: does a bank cover, and resemble, the queries it will normalise?"""
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -289,10 +290,11 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
         "activation_diversity": float(activated.sum() / min(k * n_bank, n_gallery)),
         "dis_share": float(activated[query_item].mean()),
         **_gallery_bank_figures(activated, gallery_bank_activated, query_item),
-        "bank_top1_median": float(np.median(bank_top1)),
-        "query_top1_median": float(np.median(query_top1)),
+        "bank_top1_median": _scale_free(np.median, bank_top1),
+        "query_top1_median": _scale_free(np.median, query_top1),
         **_ks_figures(bank_top1, query_top1, "top1"),
-        "top1_wasserstein": float(wasserstein_distance(bank_top1, query_top1)),
+        "top1_wasserstein": _scale_free(wasserstein_distance, bank_top1, query_top1,
+                                        name="the Wasserstein distance of their top-1 similarities"),
         "depth": depth,
         **_depth_figures(bank_deep, query_deep[:, 0], bank_depths),
         **_neighbour_figures(bank, queries, gallery, metric, dtype, working_memory),
@@ -378,10 +380,26 @@ def _depth_figures(bank_deep, query_deep, bank_depths):
     tests = [ks_2samp(column, query_deep) for column in bank_deep.T]
     nearest = min(range(len(tests)), key=lambda i: tests[i].statistic)
     return {"bank_depth": bank_depths[nearest],
-            "bank_depth_median": float(np.median(bank_deep[:, nearest])),
-            "query_depth_median": float(np.median(query_deep)),
+            "bank_depth_median": _scale_free(np.median, bank_deep[:, nearest]),
+            "query_depth_median": _scale_free(np.median, query_deep),
             "depth_ks": float(tests[nearest].statistic),
             "depth_ks_pvalue": float(tests[nearest].pvalue)}
+
+
+def _scale_free(statistic, *samples, name=None):
+    """``statistic(*samples)`` as a float, for a statistic that scales with its samples
+    (a median, a quantile, a distance): computed on the samples divided by a power of two
+    near their largest magnitude, exactly, so that no sum or difference of similarities
+    near float64's limit overflows. A figure beyond float64 itself (only a distance can
+    be) is a ValueError naming ``name``."""
+    largest = max(float(np.abs(sample).max()) for sample in samples)
+    scale = math.ldexp(1.0, math.frexp(largest)[1] - 1) if largest > 0 else 1.0
+    figure = float(statistic(*(sample / scale for sample in samples))) * scale
+    if not math.isfinite(figure):
+        raise ValueError(
+            f"bank and queries are too far apart for float64: {name} exceeds its largest "
+            f"value ({np.finfo(np.float64).max:.3g}); rescale the similarities.")
+    return figure
 
 
 def _ordinal(n):
@@ -439,9 +457,9 @@ def _neighbour_figures(bank, queries, gallery, metric, dtype, working_memory):
     bank, queries = bank.astype(dtype, copy=False), queries.astype(dtype, copy=False)
     reference = nearest_bank_similarity(bank, metric=metric, working_memory=working_memory)
     nearest = nearest_bank_similarity(bank, queries, metric=metric, working_memory=working_memory)
-    floor = np.quantile(reference, NN_QUANTILE)
-    return {"query_bank_nn_median": float(np.median(nearest)),
-            "bank_nn_median": float(np.median(reference)),
+    floor = _scale_free(lambda values: np.quantile(values, NN_QUANTILE), reference)
+    return {"query_bank_nn_median": _scale_free(np.median, nearest),
+            "bank_nn_median": _scale_free(np.median, reference),
             "nn_outlier_share": float((nearest < floor).mean())}
 
 

@@ -125,6 +125,39 @@ def test_depth_figures_equal_a_dense_reference(embeddings, depth):
     assert_figures(report, dense_reference(bank_sims, query_sims, 1, depth=depth))
 
 
+@pytest.mark.parametrize("dtype, largest", [(np.float64, 0.99 * np.finfo(np.float64).max),
+                                            (np.float64, 1e-300),
+                                            (np.float32, 0.99 * np.finfo(np.float32).max)])
+def test_similarities_near_the_float_limits_give_the_scaled_figures(embeddings, dtype, largest):
+    # every figure scales with the similarities, so the figures near the largest float are
+    # those of the similarities times the scale (not inf: a median of two values near it
+    # is not their sum over 2)
+    gallery = unit_rows(embeddings["gallery"])
+    bank_sims = 0.5 + 0.5 * unit_rows(embeddings["bank"]) @ gallery.T
+    query_sims = 0.5 + 0.5 * unit_rows(embeddings["queries"]) @ gallery.T
+    top = max(bank_sims.max(), query_sims.max())
+    bank_sims, query_sims, scale = bank_sims / top, query_sims / top, float(largest)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow leaks either
+        scaled = querybank_diagnostics((bank_sims * scale).astype(dtype),
+                                       (query_sims * scale).astype(dtype), warn=False)
+    plain = querybank_diagnostics(bank_sims, query_sims, warn=False)
+    for name in ("bank_top1_median", "query_top1_median", "top1_wasserstein", "bank_depth_median",
+                 "query_depth_median"):
+        assert np.isfinite(getattr(scaled, name)), name
+        assert getattr(scaled, name) == pytest.approx(getattr(plain, name) * scale, rel=1e-6), name
+    assert (scaled.top1_ks, scaled.depth_ks) == (plain.top1_ks, plain.depth_ks)
+
+
+def test_a_distance_beyond_float64_is_refused_by_name():
+    bank = np.full((6, 4), -1.7e308)
+    bank[:, 0] = 1.7e308
+    queries = np.full((5, 4), -1.7e308)  # top-1 1.7e308 apart: W1 beyond float64
+    with pytest.raises(ValueError, match=r"bank and queries are too far apart for float64: the "
+                                         r"Wasserstein distance of their top-1 similarities"):
+        querybank_diagnostics(bank, queries, warn=False)
+
+
 def test_a_strong_models_in_domain_bank_is_in_domain():
     # The test queries' top-1 is their answer, far above the bank queries' top-1, whose
     # answers are not in the gallery: the top-1 distributions differ by construction.
