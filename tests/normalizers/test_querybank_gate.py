@@ -131,3 +131,34 @@ def test_top_k_is_the_normalizers_when_open_and_the_raw_one_when_closed(mode):
         if name == "closed":
             np.testing.assert_array_equal(expected, sims)
             np.testing.assert_array_equal(gate.top_k(sims, k=4, return_scores=False), order)
+
+
+def test_the_gate_wraps_dbsn_on_every_input_form():
+    """DBSN through the gate, open or closed, as the bad-input sweep drives a normaliser:
+    embeddings with a gallery bank, and similarities whose gallery bank is given in the
+    form the other dual-bank normalisers take (refused, naming DBSN and the input it needs)."""
+    from skqbnorm import DualBankSinkhornNormalization
+
+    rng = np.random.default_rng(4)
+    bank, gallery, gallery_bank = (rng.normal(size=(n, 5)) for n in (100, 40, 9))
+    bank += [4.0, 0, 0, 0, 0]  # off the queries' domain: max_ks decides
+    queries = gallery + 0.1 * rng.normal(size=gallery.shape)
+    dbsn = DualBankSinkhornNormalization(tau=0.1, n_iter=200)
+    alone = DualBankSinkhornNormalization(tau=0.1, n_iter=200).fit(
+        bank, gallery=gallery, gallery_bank=gallery_bank)
+    for max_ks, is_open in ((1.0, True), (1e-9, False)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", QueryBankWarning)
+            gate = QueryBankGate(dbsn, max_ks=max_ks, max_outlier_share=1.0).fit(
+                bank, queries=queries, gallery=gallery, gallery_bank=gallery_bank)
+        assert gate.open_ is is_open and gate.normalizer_.n_gallery_bank_ == 9
+        sims = gate.similarities(queries)
+        expected = alone.transform(sims) if is_open else sims
+        np.testing.assert_allclose(gate.transform(sims), expected, rtol=1e-12, atol=0)
+        indices, _ = gate.top_k(queries=queries, k=3)
+        np.testing.assert_array_equal(indices, np.argsort(-expected, axis=1, kind="stable")[:, :3])
+    bank_sims = bank @ gallery.T
+    with pytest.raises(ValueError, match=r"DualBankSinkhornNormalization needs .* no "
+                                         r"querybank_to_gallery_bank"):
+        QueryBankGate(dbsn).fit(bank_sims, queries=queries @ gallery.T,
+                                gallery_bank=gallery_bank @ gallery.T)
