@@ -1,7 +1,11 @@
-"""Sweep cases for the command line's newer options, compare() and the paired metrics.
+"""Sweep cases for the command line's newer options, compare() and the paired metrics,
+and two points carried from earlier sweeps: the querybank diagnostics near float64's
+limits, and the gate wrapping the dual-bank Sinkhorn normaliser.
 
 Included by ``sweep_cases.all_cases``; judged as every other case (``test_sweep.py``).
 """
+
+from dataclasses import replace
 
 import numpy as np
 from sweep_cases import (
@@ -14,11 +18,12 @@ from sweep_cases import (
     _write,
     check_cli,
     check_float,
+    check_matrix,
     run_cli,
 )
 
-from skqbnorm import compare
-from skqbnorm.metrics import paired_mean_change
+from skqbnorm import DualBankSinkhornNormalization, QueryBankGate, compare
+from skqbnorm.metrics import paired_mean_change, querybank_diagnostics
 
 _rng = np.random.default_rng(20261201)
 EMB_QUERIES = _rng.normal(size=(12, 5))
@@ -142,6 +147,8 @@ def _embedding_cases():
                                _embedding_args(_embedding_files(c), "--method", m,
                                                "--bootstrap", "20", gallery_bank=True), expect))
 
+    cases += _embedding_gallery_bank_wanted_cases()
+
     def mixed(ctx):
         paths = _standard_files(ctx, CLI_SIMS12, CLI_BANK12)
         return [*_args(paths, "--method", "is"), "--queries", str(_embedding_files(ctx)["queries"])]
@@ -150,6 +157,90 @@ def _embedding_cases():
     cases.append(_cli_case("metric_with_sims", lambda c: _args(
         _standard_files(c, CLI_SIMS12, CLI_BANK12), "--method", "is", "--metric", "dot"), "error"))
     cases.append(_cli_case("no_input", lambda c: ["--quiet", "--method", "is"], "error"))
+    return cases
+
+
+def _embedding_gallery_bank_wanted_cases():
+    """A dual-bank method in embedding mode without --gallery-bank: the error (or, for
+    all, the skip note) names --gallery-bank, the option that mode takes, not a -sims one."""
+    cases = []
+    for method, expect in [("dbnorm", "error"), ("dbnorm-dynamic", "error"), ("dbsn", "error"),
+                           ("all", "ok")]:
+        case = _cli_case(f"embeddings-no_gallery_bank-method={method}", lambda c, m=method:
+                         _embedding_args(_embedding_files(c), "--method", m, "--bootstrap",
+                                         "20"), expect, quiet=method != "all")
+
+        def check(result, ctx, plain=case.check, method=method):
+            plain(result, ctx)
+            asked = [line for line in result[2].splitlines() if "needs --gallery" in line]
+            assert asked, f"no line asks for the gallery bank: {result[2]!r}"
+            assert all("needs --gallery-bank," in line or "needs --gallery-bank (" in line
+                       for line in asked), f"asks for an option embedding mode refuses: {asked}"
+
+        cases.append(replace(case, check=check))
+    return cases
+
+
+def _querybank_limit_cases():
+    """querybank_diagnostics on similarities near the float limits: finite figures, or a
+    ValueError naming bank and queries when a figure itself leaves float64."""
+    rng = np.random.default_rng(20261207)
+    bank, queries = rng.uniform(0.2, 1.0, size=(20, 8)), rng.uniform(0.2, 1.0, size=(9, 8))
+    variants = [
+        ("1e300", bank * 1e300, queries * 1e300, "ok"),
+        ("1.7e308", bank / bank.max() * 1.7e308, queries / bank.max() * 1.7e308, "ok"),
+        ("float32_3.3e38", (bank / bank.max() * 3.3e38).astype(np.float32),
+         (queries / bank.max() * 3.3e38).astype(np.float32), "ok"),
+        ("subnormal_1e-310", bank * 1e-310, queries * 1e-310, "ok"),
+        ("opposite_1.7e308", bank / bank.max() * 1.7e308, -queries / queries.max() * 1.7e308,
+         "error"),
+    ]
+    cases = []
+    for label, bank_sims, query_sims, expect in variants:
+        def run(ctx, bank_sims=bank_sims, query_sims=query_sims):
+            return querybank_diagnostics(ctx.keep(bank_sims.copy()), ctx.keep(query_sims.copy()),
+                                         warn=False)
+
+        def check(report, ctx):
+            for value in report.to_dict().values():
+                if isinstance(value, float):
+                    check_float(value)
+
+        cases.append(Case("metrics", f"querybank_diagnostics-sims_{label}", run, check,
+                          ("bank", "queries"), False, expect))
+    return cases
+
+
+def _gate_dbsn_cases():
+    """The gate around DualBankSinkhornNormalization on each input form, open and closed."""
+    rng = np.random.default_rng(4)
+    bank, gallery, gallery_bank = (rng.normal(size=(n, 5)) for n in (100, 40, 9))
+    bank += [4.0, 0, 0, 0, 0]
+    queries = gallery + 0.1 * rng.normal(size=gallery.shape)
+    cases = []
+    for max_ks in (1.0, 1e-9):
+        def run(ctx, max_ks=max_ks):
+            gate = QueryBankGate(DualBankSinkhornNormalization(tau=0.1, n_iter=200),
+                                 max_ks=max_ks, max_outlier_share=1.0)
+            gate.fit(ctx.keep(bank.copy()), queries=ctx.keep(queries.copy()), gallery=gallery,
+                     gallery_bank=ctx.keep(gallery_bank.copy()))
+            return gate, gate.top_k(queries=queries, k=3)
+
+        def check(result, ctx):
+            gate, (_, scores) = result
+            check_matrix(scores, (40, 3), np.float64, True)
+            assert gate.normalizer_.n_gallery_bank_ == 9, "the gallery bank was not passed on"
+
+        state = "open" if max_ks == 1.0 else "closed"
+        cases.append(Case("normalizers", f"gate-DBSN-embeddings-{state}", run, check,
+                          ("gallery_bank",), False, "ok"))
+
+    def given_as_gallery_bank(ctx):
+        return QueryBankGate(DualBankSinkhornNormalization()).fit(
+            bank @ gallery.T, queries=queries @ gallery.T, gallery_bank=gallery_bank @ gallery.T)
+
+    cases.append(Case("normalizers", "gate-DBSN-similarities-gallery_bank", given_as_gallery_bank,
+                      lambda r, c: None, ("querybank_to_gallery_bank",), False, "error"))
     return cases
 
 
@@ -271,6 +362,7 @@ def cli_and_paired_cases():
     """Every case of this module."""
     return (_method_cases() + _unused_gallery_bank_cases() + _overflow_cases()
             + _embedding_cases() + _paired_cases() + _compare_cases()
+            + _querybank_limit_cases() + _gate_dbsn_cases()
             + [_whole_command_case("version", ["--version"], "ok"),
                _whole_command_case("evaluate_help", ["evaluate", "--help"], "ok"),
                _whole_command_case("no_command", [], "error")])
