@@ -37,7 +37,8 @@ import time
 
 import numpy as np
 from reranker_c_study import cached
-from reranker_defaults_study import SEED, TASKS, query_split
+from reranker_defaults_study import ALL_TASKS as TASKS
+from reranker_defaults_study import SEED, query_split
 
 from skqbnorm import (
     HingeReranker,
