@@ -81,6 +81,15 @@ class NormalizedIndex(BaseEstimator):
     ``"Flat"`` index the results are ``normalizer.top_k(queries=...)``'s, ties and
     float32 rounding of the index aside.
 
+    An approximate index (IVF, HNSW) finds the items near a query. A normaliser
+    lifts the items that are near no query (those of low hubness), so its top k may
+    hold items whose raw similarity to the query is low, which such an index misses:
+    at the same settings, its recall over a normalised gallery can be far below its
+    recall over the raw one. Check it on your data with :meth:`recall` on a sample
+    of queries, and raise ``nprobe`` or ``ef_search`` (no refit needed) until it is
+    enough, or serve with the exact ``normalizer.top_k(queries=...)`` where that is
+    as fast; the user guide's :ref:`index-recall` section gives measured figures.
+
     Parameters
     ----------
     normalizer : QueryBankNormalizer or QueryBankGate
@@ -100,17 +109,9 @@ class NormalizedIndex(BaseEstimator):
         bias form (at least ``k`` are used); unused otherwise.
     nprobe : int, default=128
         Inverted lists visited per query by an IVF index (capped at their
-        number); unused by others. On a clustered synthetic gallery of 200,000
-        items (d = 32, ``"IVF1024,Flat"``, ``tests/test_index.py``), recall@10
-        against the exact top 10 is 0.96 at 64 and 0.99 at 128, and 0.999 at 128
-        on 1,000,000 items (d = 64, ``benchmarks/bench_index.py``). More lists
-        need a larger value.
+        number); unused by others. More lists need a larger value.
     ef_search : int, default=512
         Candidate-list size of an HNSW search (``efSearch``); unused by others.
-        On the same gallery recall@10 is 0.98 with ``"HNSW16"`` and 0.99 with
-        ``"HNSW32"`` at 256 already (0.95 and 0.98 at 128); on 1,000,000 items
-        (d = 64, ``"HNSW32"``) it is 0.95 at 256 and 0.96 at 512, while at d = 128
-        ``"HNSW32"`` stays below 0.95 (0.93 at 512) and ``"HNSW64"`` reaches it at 512.
     train_size : int, default=None
         Gallery items, evenly spaced, on which a trainable index (IVF, PQ) is
         trained; None trains on all of them (FAISS then samples at most 256 per
@@ -302,6 +303,48 @@ class NormalizedIndex(BaseEstimator):
             indices[rows], scores[rows] = self._search_batch(prepared[rows], int(k), rows)
         return indices, scores
 
+    def recall(self, queries, k=10, *, per_query=False):
+        """Recall@k of :meth:`search` against the normaliser's exact top k.
+
+        Searches ``queries`` with the index and with ``normalizer_.top_k(queries=...,
+        k=k)``, the exact search, and counts, per query, the share of the exact top k
+        that the index returns. Run it on a sample of queries (a few hundred are
+        enough) to check an index's settings on your data before serving: an
+        approximate index (IVF, HNSW) may find less over a normalised gallery than
+        over the raw one at the same settings (:ref:`index-recall`). Tied scores
+        at the k-th place may make a ``"Flat"`` index differ from the exact top k.
+
+        Parameters
+        ----------
+        queries : array-like of shape (n_queries, n_dims)
+            Query embeddings, as for :meth:`search`.
+        k : int, default=10
+            Number of gallery items per query, at most n_gallery.
+        per_query : bool, default=False
+            Whether to return each query's recall rather than their mean.
+
+        Returns
+        -------
+        recall : float or ndarray of shape (n_queries,)
+            The mean over queries of ``|search top k & exact top k| / k``, in
+            [0, 1]; with ``per_query=True``, each query's (float64).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import CSLS
+        >>> from skqbnorm.index import NormalizedIndex
+        >>> rng = np.random.default_rng(0)
+        >>> bank, gallery = rng.normal(size=(200, 16)), rng.normal(size=(2000, 16))
+        >>> csls = CSLS(k=3).fit(bank, gallery=gallery)
+        >>> NormalizedIndex(csls, "Flat").fit().recall(rng.normal(size=(50, 16)), k=10)
+        1.0
+        """
+        found, _ = self.search(queries, k)
+        exact = self.normalizer_.top_k(queries=queries, k=k)[0]
+        recalls = shared_per_row(found, exact, self.n_gallery_) / k
+        return recalls if per_query else float(recalls.mean())
+
     def _search_batch(self, queries, k, rows):
         normalizer = self.normalizer_
         gated = self.bias_form_ and normalizer.capabilities.gated
@@ -379,3 +422,15 @@ class NormalizedIndex(BaseEstimator):
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores
+
+
+def shared_per_row(found, exact, n_items):
+    """Per row, how many of ``exact``'s items ``found`` holds.
+
+    Items are distinct gallery indices in ``[0, n_items)`` within a row; ``-1`` slots
+    (nothing there) in either array match nothing.
+    """
+    rows = np.arange(len(exact))[:, None] * n_items
+    found_keys = np.where(found >= 0, found + rows, -1)
+    exact_keys = np.where(exact >= 0, exact + rows, -2)
+    return np.isin(found_keys, exact_keys).sum(axis=1)

@@ -25,7 +25,7 @@ from skqbnorm import (
     SinkhornNormalization,
     catalogue,
 )
-from skqbnorm.index import NormalizedIndex, import_faiss
+from skqbnorm.index import NormalizedIndex, import_faiss, shared_per_row
 
 N_DIMS, N_GALLERY = 16, 3000
 
@@ -196,7 +196,7 @@ def test_missing_faiss_says_how_to_install(monkeypatch):
         import_faiss()
 
 
-# -- recall at the documented settings on 200,000 items ---------------------------------
+# -- short searches: missing results and raw searches that find nothing ------------------
 
 @pytest.mark.slow
 @pytest.mark.parametrize("normalizer", BIAS_FORM + RERANKED + [CSLS(k=100)],
@@ -269,3 +269,55 @@ def test_scores_beyond_the_dtype_as_top_k_has_them():
         dual_softmax.top_k(queries=queries, k=10)
     with pytest.raises(ValueError, match=r"overflow float32, first at X row 32, gallery item 492"):
         NormalizedIndex(dual_softmax, "Flat").fit().search(queries, k=10)
+
+
+# -- recall against exact search ----------------------------------------------------------
+
+def test_shared_per_row_by_hand():
+    found = np.array([[0, 1, 2], [5, -1, -1], [-1, -1, -1], [3, 4, 0]])
+    exact = np.array([[2, 1, 9], [5, 6, 7], [0, 1, 2], [2, -1, 4]])
+    np.testing.assert_array_equal(shared_per_row(found, exact, 10), [2, 1, 0, 1])
+    # keys of a row never reach the next one: item 9 of row 0 is not item -1 of row 1
+    np.testing.assert_array_equal(shared_per_row(np.array([[9], [-1]]), np.array([[1], [-1]]), 10), [0, 0])
+
+
+def reference_recall(found, exact):
+    """Per query, |found & exact| / k, with Python sets (exact holds no -1)."""
+    return np.array([len(set(f) & set(e)) / len(e) for f, e in zip(found.tolist(), exact.tolist())])
+
+
+@pytest.mark.parametrize("factory, nprobe", [("Flat", 1), ("IVF64,Flat", 1), ("IVF64,Flat", 8)])
+def test_recall_against_sets_of_search_and_top_k(data, factory, nprobe):
+    normalizer = fit(CSLS(k=3), data)
+    index = NormalizedIndex(normalizer, factory, nprobe=nprobe).fit()
+    queries = data["queries"][:40]
+    per_query = index.recall(queries, k=10, per_query=True)
+    found = index.search(queries, k=10)[0]
+    exact = normalizer.top_k(queries=queries, k=10)[0]
+    np.testing.assert_allclose(per_query, reference_recall(found, exact))
+    assert index.recall(queries, k=10) == pytest.approx(per_query.mean())
+    if factory == "Flat":
+        assert per_query.min() == 1.0
+    else:  # an IVF index misses items, more of them at a small nprobe
+        assert per_query.mean() < 1.0
+
+
+def test_recall_counts_missing_results_as_misses(data):
+    """nprobe=1 over 64 lists leaves -1 slots: they are misses, never matches."""
+    normalizer = fit(NearestNeighborNormalization(k=5), data)
+    index = NormalizedIndex(normalizer, "IVF64,Flat", nprobe=1).fit()
+    queries = data["queries"][:30]
+    found = index.search(queries, k=100)[0]
+    assert (found < 0).any()
+    exact = normalizer.top_k(queries=queries, k=100)[0]
+    per_query = index.recall(queries, k=100, per_query=True)
+    np.testing.assert_allclose(per_query, reference_recall(found, exact))
+    assert (per_query <= (found >= 0).mean(axis=1)).all()
+
+
+def test_recall_needs_a_fitted_index_and_a_valid_k(data):
+    with pytest.raises(NotFittedError):
+        NormalizedIndex(Centering()).recall(data["queries"])
+    index = NormalizedIndex(fit(Centering(), data)).fit()
+    with pytest.raises(ValueError, match="k must be an integer"):
+        index.recall(data["queries"], k=0)
