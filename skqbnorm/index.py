@@ -10,6 +10,7 @@ class and calls no private method. FAISS is imported only when an index is built
 so skqbnorm does not need it otherwise.
 """
 
+import contextlib
 import copy
 import re
 from numbers import Integral
@@ -31,6 +32,12 @@ __getattr__ = renamed_names(__name__, {"NormalisedIndex": "NormalizedIndex"})
 _BLOCK_ELEMENTS = 1 << 21
 #: FAISS's k-means asks for at least this many training vectors per inverted list.
 MIN_POINTS_PER_LIST = 39
+#: Factory parts that crash FAISS (the process, not a Python error), and why: an HNSW
+#: graph of fewer than 2 links per node, and a quantiser code of 0 bits.
+CRASHING_PARTS = (
+    (re.compile(r"HNSW([01])(?!\d)"), "an HNSW graph needs at least 2 links per node (HNSW2 or more)"),
+    (re.compile(r"\dx0+(?!\d)"), "a quantiser's codes need at least 1 bit (e.g. PQ16x8)"),
+)
 
 
 def import_faiss():
@@ -203,21 +210,23 @@ class NormalizedIndex(BaseEstimator):
             vectors = normalizer.augmented_gallery(dtype=np.float32)
         else:
             vectors = np.ascontiguousarray(gallery, dtype=np.float32)
+        check_factory(self.factory)
         try:
             index = faiss.index_factory(vectors.shape[1], self.factory, faiss.METRIC_INNER_PRODUCT)
-        except RuntimeError as error:
+        except (RuntimeError, MemoryError) as error:
             raise ValueError(
                 f"factory={self.factory!r} is not a FAISS index_factory string for "
-                f"{vectors.shape[1]}-dimensional vectors: {str(error).splitlines()[-1]}"
+                f"{vectors.shape[1]}-dimensional vectors: {last_line(error)}"
             ) from error
         if not index.is_trained:
             step = 1 if self.train_size is None else -(-len(vectors) // self.train_size)
             training = np.ascontiguousarray(vectors[::step])
             try:
                 index.train(training)
-            except RuntimeError as error:
+            except (RuntimeError, MemoryError) as error:
                 raise ValueError(self._training_error(len(vectors), len(training), error)) from error
-        index.add(vectors)
+        with faiss_errors(self.factory, f"add the {len(vectors)} gallery vectors"):
+            index.add(vectors)
         self.normalizer_, self.index_ = normalizer, index
         self.n_gallery_, self.n_dims_ = gallery.shape
         self._context = normalizer.index_context()
@@ -233,7 +242,7 @@ class NormalizedIndex(BaseEstimator):
         return (
             f"FAISS cannot train factory={self.factory!r} on {n_training} vectors of the "
             f"{n_gallery}-item gallery (train_size={self.train_size!r}): "
-            f"{str(error).strip().splitlines()[-1]} An IVF index needs at least "
+            f"{last_line(error)} An IVF index needs at least "
             f"{MIN_POINTS_PER_LIST} training vectors per inverted list (a product "
             f"quantiser 256 per code book): with {n_training}, use e.g. "
             f"factory={suggestion!r}."
@@ -392,7 +401,9 @@ class NormalizedIndex(BaseEstimator):
         vectors = np.empty((len(queries), queries.shape[1] + self._n_forms()), dtype=np.float32)
         vectors[:, : queries.shape[1]] = queries
         vectors[:, queries.shape[1] :] = tails
-        return self.index_.search(vectors, k)[1].astype(np.intp, copy=False)
+        with faiss_errors(self.factory, f"search {len(vectors)} queries"):
+            found = self.index_.search(vectors, k)[1]
+        return found.astype(np.intp, copy=False)
 
     def _exact_scores(self, queries, candidates, row_state, rows, sims=None):
         """The normaliser's scores of each query's candidates, from blocks of their union.
@@ -434,3 +445,32 @@ def shared_per_row(found, exact, n_items):
     found_keys = np.where(found >= 0, found + rows, -1)
     exact_keys = np.where(exact >= 0, exact + rows, -2)
     return np.isin(found_keys, exact_keys).sum(axis=1)
+
+
+def check_factory(factory):
+    """Refuse the factory strings that would crash FAISS rather than raise."""
+    for pattern, reason in CRASHING_PARTS:
+        part = pattern.search(factory)
+        if part:
+            raise ValueError(f"factory={factory!r} cannot be built: {reason}; got {part.group(0)!r}.")
+
+
+def last_line(error):
+    """What an exception says, without FAISS's C++ signature and source location."""
+    lines = str(error).strip().splitlines()
+    if not lines:
+        return type(error).__name__
+    located = re.search(r" at \S+:\d+: (.+)$", lines[-1])
+    return located.group(1) if located else lines[-1]
+
+
+@contextlib.contextmanager
+def faiss_errors(factory, action):
+    """FAISS's RuntimeError (or MemoryError) while doing ``action``, as a ValueError naming
+    the factory."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as error:
+        raise ValueError(
+            f"FAISS could not {action} with factory={factory!r}: {last_line(error)}"
+        ) from error

@@ -321,3 +321,46 @@ def test_recall_needs_a_fitted_index_and_a_valid_k(data):
     index = NormalizedIndex(fit(Centering(), data)).fit()
     with pytest.raises(ValueError, match="k must be an integer"):
         index.recall(data["queries"], k=0)
+
+
+# -- factory strings FAISS cannot take --------------------------------------------------
+
+
+@pytest.mark.parametrize("factory, match", [
+    ("HNSW1", r"factory='HNSW1' cannot be built: an HNSW graph needs at least 2 links"),
+    ("HNSW0", r"factory='HNSW0' cannot be built"),
+    ("IVF4_HNSW1,Flat", r"got 'HNSW1'"),
+    ("IVF4,PQ4x0", r"factory='IVF4,PQ4x0' cannot be built: a quantiser's codes need at least 1 bit"),
+    ("RQ1x0", r"cannot be built: a quantiser's codes"),
+])
+def test_factories_that_would_crash_faiss_are_refused_before_it_sees_them(data, factory, match,
+                                                                          monkeypatch):
+    faiss = import_faiss()
+
+    def unreachable(*args):
+        raise AssertionError("FAISS was given a factory that crashes it")
+
+    monkeypatch.setattr(faiss, "index_factory", unreachable)
+    with pytest.raises(ValueError, match=match):
+        NormalizedIndex(fit(Centering(), data), factory).fit()
+
+
+@pytest.mark.parametrize("factory, match", [
+    ("IDMap,Flat", (r"FAISS could not add the \d+ gallery vectors with factory='IDMap,Flat': "
+                   r"add does not make sense with IndexIDMap")),
+    ("IVF0,Flat", (r"FAISS could not search \d+ queries with factory='IVF0,Flat': "
+                  r"Error: 'cur_nprobe > 0' failed")),
+    ("NSG4", r"FAISS could not add the \d+ gallery vectors with factory='NSG4'"),
+    ("HNSW100000000", r"FAISS could not add the \d+ gallery vectors with factory='HNSW100000000'"),
+])
+def test_faiss_errors_become_value_errors_naming_the_factory(factory, match):
+    rng = np.random.default_rng(3)  # 40 items: NSG needs more than 100
+    bank, gallery, queries = (rng.normal(size=(n, N_DIMS)) for n in (30, 40, 3))
+    normalizer = Centering().fit(bank, gallery=gallery)
+    with pytest.raises(ValueError, match=match):
+        NormalizedIndex(normalizer, factory).fit().search(queries, k=5)
+
+
+def test_hnsw2_and_up_still_build(data):
+    index = NormalizedIndex(fit(Centering(), data), "HNSW2").fit()
+    assert index.search(data["queries"], k=3)[0].shape == (len(data["queries"]), 3)
