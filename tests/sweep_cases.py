@@ -18,6 +18,7 @@ import zipfile
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -1937,12 +1938,55 @@ def catalogue_compare_cases():
     return cases + [_spoiled_case(label, spoil) for label, spoil in SPOILS.items()]
 
 
+#: Index factory strings: those FAISS builds, and those it cannot (some crashed it).
+GOOD_FACTORIES = ("Flat", "IVF4,Flat", "HNSW2", "HNSW8")
+BAD_FACTORIES = ("HNSW0", "HNSW1", "IVF4_HNSW1,Flat", "IVF0,Flat", "IDMap,Flat", "NSG4",
+                 "HNSW100000000", "IVF4,PQ4x0", "RQ1x0", "NoSuchIndex", "", "Flat,Flat")
+
+
+def index_factory_cases():
+    """NormalizedIndex over every normaliser the catalogue serves from an index, with
+    factory strings FAISS builds and strings it cannot (none may crash the process)."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return []
+    from skqbnorm.index import NormalizedIndex
+
+    rng = np.random.default_rng(11)
+    bank, gallery, queries = (rng.normal(size=(n, 6)) for n in (60, 40, 3))
+    dual = rng.normal(size=(50, 6))
+
+    def check_search(result, ctx):
+        indices, scores = result
+        assert indices.shape == (3, 5) and np.all(indices < 40), indices
+        assert np.all(np.isfinite(scores[indices >= 0])), scores
+
+    cases = []
+    for cls in catalogue.normalizers(index="bias") + catalogue.normalizers(index="rerank"):
+        if cls is MutualProximity:
+            cls = partial(MutualProximity, method="gaussian")  # empiric is refused
+        for factory in GOOD_FACTORIES + BAD_FACTORIES:
+            def run(ctx, cls=cls, factory=factory):
+                normalizer = cls()
+                extra = ({"gallery_bank": dual}
+                         if normalizer.capabilities.gallery_bank is not None else {})
+                normalizer.fit(bank, gallery=gallery, **extra)
+                return NormalizedIndex(normalizer, factory).fit().search(queries, k=5)
+
+            name = getattr(cls, "__name__", "MutualProximity")  # a partial has none
+            cases.append(Case("index", f"{name}-{factory or 'empty'}", run, check_search,
+                              ("factory",), False,
+                              "ok" if factory in GOOD_FACTORIES else "error"))
+    return cases
+
+
 def all_cases():
     from sweep_cases_cli import cli_and_paired_cases  # it builds on this module's helpers
 
     cases = (_normalizer_cases() + _reranker_cases() + _metrics_matrix_cases()
              + _metrics_param_cases() + _cli_cases() + cli_and_paired_cases()
-             + catalogue_cases() + catalogue_compare_cases())
+             + catalogue_cases() + catalogue_compare_cases() + index_factory_cases())
     ids = [case.id for case in cases]
     duplicates = {i for i in ids if ids.count(i) > 1}
     assert not duplicates, f"duplicate case ids: {sorted(duplicates)[:5]}"
