@@ -180,7 +180,9 @@ def plan_methods(requested, settings, n_bank, n_gallery, given_inputs, *, everyt
         if spec.data == "both banks" and spec.gallery_bank_input not in given_inputs:
             alone = METHODS[spec.single_bank].label
             option = words.inputs[spec.gallery_bank_input]
-            what = GALLERY_BANK_OPTIONS[spec.gallery_bank_input][1]
+            similarity_option, what = GALLERY_BANK_OPTIONS[spec.gallery_bank_input]
+            if option != similarity_option:  # embedding input: one option for every bank
+                what = "the gallery-bank embeddings"
             if not everything:
                 raise ValueError(f"{words.methods} {method}: {label} needs {option}, {what}; "
                                  f"without a gallery bank it equals {alone}.")

@@ -181,7 +181,7 @@ def test_a_dual_bank_method_without_a_gallery_bank_asks_for_the_embedding_option
     inputs = {o: paths[o] for o in ("--queries", "--gallery", "--bank")}
     code, out, err = run(evaluate(inputs, "--method", method, "--quiet"), capsys)
     assert (code, out) == (2, "") and err.count("\n") == 1, err
-    assert "needs --gallery-bank," in err and "-sims" not in err, err
+    assert "needs --gallery-bank, the gallery-bank embeddings;" in err and "-sims" not in err, err
     # every method: the skipped ones are told the option that mode takes
     code, _, err = run(evaluate(inputs, "--method", "all", "--bootstrap", "0"), capsys)
     assert code == 0 and err.count("it needs --gallery-bank (without") == 3, err
