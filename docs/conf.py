@@ -11,9 +11,9 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-# One OpenMP thread: on shared 2-core machines the examples' k-NN graphs (scikit-learn's
-# OpenMP reductions) run several times faster than with threads that compete with other
-# jobs. It must be set before anything loads the OpenMP runtime, so before skqbnorm.
+# One OpenMP thread: on machines shared with other jobs, the examples' k-NN graphs
+# (scikit-learn's OpenMP reductions) run faster than with threads that compete with
+# them. It must be set before anything loads the OpenMP runtime, so before skqbnorm.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from docutils import nodes

@@ -211,6 +211,7 @@ class QueryBankSearchCV(MetaEstimatorMixin, BaseEstimator):
         Returns
         -------
         self : object
+            The fitted search.
         """
         metric, ks, greater = _scoring(self.scoring)
         rng = _generator(self.random_state)

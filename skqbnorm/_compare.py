@@ -50,8 +50,8 @@ def compare(query_sims, gt=None, *, bank_sims=None, methods="all", gallery_bank=
 
     **Tuning protocol.** Choose a method and its hyperparameters on data that is
     not the test queries: a validation split of your queries, or a held-out part of
-    the querybank used as queries (the bundled studies split the querybank, never
-    the test queries). Then run the chosen method once on the test queries and
+    the querybank used as queries (the user guide's examples split the querybank,
+    never the test queries). Then run the chosen method once on the test queries and
     report that row and its interval. Picking the best row of this table on the
     test queries and reporting its interval biases that interval upwards: the
     maximum of many noisy changes is larger than the change of the method it

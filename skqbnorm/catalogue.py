@@ -69,20 +69,59 @@ __all__ = [
 Settings = namedtuple(
     "Settings", "beta k alpha beta1 beta2 tau n_iter temperature", defaults=(None,) * 8
 )
+Settings.__doc__ = """The hyperparameter settings of the command line, one field a parameter.
+
+Each is given to the normalisers that name it in their method's ``options``;
+None keeps the class default.
+
+Parameters
+----------
+beta, k, alpha, beta1, beta2, tau, n_iter, temperature : float, int or None, default=None
+    The same-named parameter of the normaliser.
+
+Examples
+--------
+>>> from skqbnorm.catalogue import Settings, make_normalizer
+>>> make_normalizer("DIS", Settings(beta=5, k=3))
+DynamicInvertedSoftmax(beta=5, k=3)
+"""
 DEFAULTS = Settings()
 
 
 class Method(NamedTuple):
-    """A normaliser the command line offers.
+    """A normaliser the command line offers: one entry of :data:`METHODS`.
 
-    ``options``: its parameters set by the same-named settings (and shown in the
-    label); ``fixed``: parameters its name fixes; ``data``: what it is fitted on, one
-    of "querybank", "both banks" (the querybank and a gallery bank), "test queries"
-    (transductive: the rows of --sims themselves) and "nothing"; ``single_bank``: the
-    method it equals without a gallery bank; ``gallery_bank_input``: which gallery-bank
-    input a "both banks" method's fit takes (a key of :data:`GALLERY_BANK_OPTIONS`);
-    ``iterative``: its fit iterates to a tolerance ``tol``, reports ``n_iter_`` and
-    ``marginal_error_``, and converges further with a larger ``n_iter`` or ``tau``.
+    Parameters
+    ----------
+    label : str
+        The name shown in tables, followed by its settings.
+    summary : str
+        What the method is, in a few words, for ``--help``.
+    normalizer : type, default=None
+        The normaliser class; None for the raw similarities.
+    options : tuple of str, default=()
+        Its parameters set by the same-named :class:`Settings` (and shown in the label).
+    fixed : tuple of (str, object) pairs, default=()
+        Parameters its name fixes.
+    data : str, default="querybank"
+        What it is fitted on: "querybank", "gated querybank", "both banks" (the
+        querybank and a gallery bank), "test queries" (transductive: the rows of
+        ``--sims`` themselves) or "nothing".
+    single_bank : str, default=None
+        The method it equals without a gallery bank.
+    gallery_bank_input : str, default="gallery_bank"
+        Which gallery-bank input a "both banks" method's fit takes (a key of
+        :data:`GALLERY_BANK_OPTIONS`).
+    iterative : bool, default=False
+        Whether its fit iterates to a tolerance ``tol``, reports ``n_iter_`` and
+        ``marginal_error_``, and converges further with a larger ``n_iter`` or ``tau``.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import get_method
+    >>> method = get_method("DIS")
+    >>> method.label, method.options, method.data
+    ('DIS', ('beta', 'k'), 'querybank')
     """
 
     label: str
@@ -347,9 +386,22 @@ def unregister(name):
 
 
 def get_method(name):
-    """The :class:`Method` registered under ``name``, in any case.
+    """Look up the :class:`Method` registered under ``name``, in any case.
 
-    Raises a ValueError listing the registered names when there is none.
+    Parameters
+    ----------
+    name : str
+        A registered method name, e.g. ``"CSLS"`` or ``"csls"``.
+
+    Returns
+    -------
+    method : Method
+        Its entry.
+
+    Raises
+    ------
+    ValueError
+        When no method is registered under ``name``; the message lists those that are.
 
     Examples
     --------
@@ -361,7 +413,19 @@ def get_method(name):
 
 
 def method_names():
-    """The registered method names, in registration order."""
+    """List the registered method names, in registration order.
+
+    Returns
+    -------
+    names : list of str
+        The keys of :data:`METHODS`, lower-case.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import method_names
+    >>> method_names()[:3]
+    ['raw', 'is', 'dis']
+    """
     return list(METHODS)
 
 
@@ -416,7 +480,19 @@ def _check_capability_value(name, value):
 
 
 def rerankers():
-    """The reranker classes, in :data:`RERANKERS`' order."""
+    """List the reranker classes, in :data:`RERANKERS`' order.
+
+    Returns
+    -------
+    classes : list of type
+        Each reranker class once.
+
+    Examples
+    --------
+    >>> from skqbnorm.catalogue import rerankers
+    >>> "KReciprocalReranker" in [cls.__name__ for cls in rerankers()]
+    True
+    """
     return list(RERANKERS.values())
 
 
@@ -447,10 +523,20 @@ NO_BANK = {"nothing": "(none)", "test queries": "(test queries)"}
 
 
 def make_normalizer(method, settings=DEFAULTS):
-    """The normaliser a method name stands for (None for raw similarities).
+    """Make the normaliser a method name stands for (None for raw similarities).
 
-    A setting left at None keeps the class default. ``method`` is a registered
-    name, in any case.
+    Parameters
+    ----------
+    method : str
+        A registered method name, in any case.
+    settings : Settings, default=DEFAULTS
+        Hyperparameters for the method's ``options``; a setting left at None keeps
+        the class default.
+
+    Returns
+    -------
+    normalizer : estimator or None
+        An unfitted normaliser, or None for ``"raw"``.
 
     Examples
     --------

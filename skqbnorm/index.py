@@ -2,10 +2,11 @@
 
 A normaliser whose capabilities declare ``index="bias"`` (IS, DIS, CSLS, NNN,
 Centering, DBNorm, SN) ranks a row as ``s(q, g) - bias_g``, a maximum-inner-product
-search over augmented vectors (see :class:`~skqbnorm.normalizers._bias.BiasFormMixin`);
+search over augmented vectors (see :class:`~skqbnorm.normalizers.BiasFormMixin`);
 one that declares ``index="rerank"`` is served by reranking the candidates of a raw
 search with its exact scores. The index asks each normaliser only through the public
-serving protocol of ``skqbnorm/normalizers/_serving.py``: it tests no normaliser
+serving protocol documented on each normaliser class (``prepare_queries``,
+``candidate_similarities``, ``score_block`` and the rest): it tests no normaliser
 class and calls no private method. FAISS is imported only when an index is built,
 so skqbnorm does not need it otherwise.
 """

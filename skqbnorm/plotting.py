@@ -12,7 +12,7 @@ def _axes(ax):
 
 
 def plot_k_occurrence(counts, k=10, ax=None):
-    """Histograms of k-occurrence, one per labelled setting (e.g. before and after).
+    """Draw histograms of k-occurrence, one per labelled setting (e.g. before and after).
 
     Parameters
     ----------
@@ -26,6 +26,17 @@ def plot_k_occurrence(counts, k=10, ax=None):
     Returns
     -------
     ax : matplotlib Axes
+        The axes drawn on, log-scaled in y.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from skqbnorm.plotting import plot_k_occurrence
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_k_occurrence({"raw": [0, 0, 3, 7], "IS": [2, 3, 2, 3]}, k=5, ax=ax)
+    >>> [text.get_text() for text in ax.get_legend().get_texts()]
+    ['raw (antihubs 50%, max 7)', 'IS (antihubs 0%, max 3)']
+    >>> plt.close(fig)
     """
     ax = _axes(ax)
     largest = max(int(np.max(c)) for c in counts.values())
@@ -43,23 +54,42 @@ def plot_k_occurrence(counts, k=10, ax=None):
 
 
 def plot_curves(x, curves, *, xlabel, ylabel, logx=False, intervals=None, ax=None):
-    """One line per labelled curve over a shared x, e.g. a change in R@1 against bank size.
+    """Draw one line per labelled curve over a shared x.
+
+    For instance a change in R@1 against bank size, with its intervals.
 
     Parameters
     ----------
     x : array-like of shape (n_points,)
+        The shared x values.
     curves : dict of str to array-like of shape (n_points,)
+        The y values of each curve, by label.
     xlabel, ylabel : str
+        The axis labels.
     logx : bool, default=False
         Logarithmic x axis.
     intervals : dict of str to array-like of shape (2, n_points), default=None
         Per curve (any subset), the low and high ends of each point's interval,
         drawn as a whisker from one to the other.
     ax : matplotlib Axes, default=None
+        Where to draw; the current axes by default.
 
     Returns
     -------
     ax : matplotlib Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from skqbnorm.plotting import plot_curves
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_curves([100, 1000], {"IS": [1.2, 2.5]}, xlabel="bank size",
+    ...                  ylabel="R@1 change", logx=True,
+    ...                  intervals={"IS": [[0.5, 1.9], [1.9, 3.1]]}, ax=ax)
+    >>> ax.get_xscale(), ax.get_ylabel()
+    ('log', 'R@1 change')
+    >>> plt.close(fig)
     """
     ax = _axes(ax)
     intervals = {} if intervals is None else intervals
@@ -88,19 +118,34 @@ def plot_curves(x, curves, *, xlabel, ylabel, logx=False, intervals=None, ax=Non
 
 
 def plot_bars(values, *, ylabel, baseline=None, ax=None):
-    """Bars of one metric per labelled method, with an optional baseline line.
+    """Draw bars of one metric per labelled method, with an optional baseline line.
 
     Parameters
     ----------
     values : dict of str to float
+        The metric of each method, by label, drawn in this order.
     ylabel : str
+        The y axis label.
     baseline : float, default=None
         Drawn as a dashed horizontal line (e.g. the initial ranking's MAP).
     ax : matplotlib Axes, default=None
+        Where to draw; the current axes by default.
 
     Returns
     -------
     ax : matplotlib Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from skqbnorm.plotting import plot_bars
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_bars({"initial": 0.61, "reranked": 0.66}, ylabel="MAP",
+    ...                baseline=0.61, ax=ax)
+    >>> [tick.get_text() for tick in ax.get_xticklabels()]
+    ['initial', 'reranked']
+    >>> plt.close(fig)
     """
     ax = _axes(ax)
     labels = list(values)
@@ -114,7 +159,7 @@ def plot_bars(values, *, ylabel, baseline=None, ax=None):
 
 
 def plot_changes(changes, metric="R@1", *, ax=None):
-    """Each method's change with its interval: a dot and a whisker, and a line at zero.
+    """Draw each method's change with its interval: a dot and a whisker, and a line at zero.
 
     Parameters
     ----------
@@ -134,6 +179,16 @@ def plot_changes(changes, metric="R@1", *, ax=None):
     -------
     ax : matplotlib Axes
         Methods run down the y axis in the order first given, changes along x.
+
+    Examples
+    --------
+    >>> import matplotlib.pyplot as plt
+    >>> from skqbnorm.plotting import plot_changes
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_changes({"IS": (2.1, 0.4, 3.8), "CSLS": (-0.2, None, None)}, ax=ax)
+    >>> [tick.get_text() for tick in ax.get_yticklabels()]
+    ['IS', 'CSLS']
+    >>> plt.close(fig)
     """
     ax = _axes(ax)
     values = next(iter(changes.values()), None)

@@ -229,12 +229,12 @@ class GroupedColumnTopKMean:
     #: streaming floors, whose state is the top k alone.
     STATE_MEMORY = 256
     #: MiB per chunk of the state: few chunks, few pieces to gather per strip, but
-    #: below NumPy's 4 MiB for huge pages (8 MiB chunks measured up to 2x slower, as
-    #: their pages were dearer to get on a machine whose memory others had churned).
+    #: below NumPy's 4 MiB for huge pages, which are dearer to get when memory is
+    #: fragmented.
     CHUNK_MEMORY = 2
     #: Bound, in MiB, on the temporaries of the columns finished at a time and of
     #: each batch of groups read again: small arrays, which the allocator reuses,
-    #: rather than fresh pages (whose first touch is dear on some machines).
+    #: rather than fresh pages (whose first touch costs a page fault each).
     STRIP_MEMORY = 2
     #: Blocks are read and forgotten (the bank itself is read again, not a block).
     keeps_blocks = False

@@ -72,7 +72,7 @@ def _reducers_for(probe, make_reducers):
 
 @cache
 def _thread_controller():
-    """The process's thread pools, looked up once (a lookup takes about a millisecond)."""
+    """The process's thread pools, looked up once (a lookup is slow beside a search)."""
     return ThreadpoolController()
 
 
@@ -117,8 +117,8 @@ def _mark_worker():
 def worker_pool(n_threads):
     """A pool of ``n_threads`` threads kept for the process (a fresh one in a forked child).
 
-    Starting the threads for every search cost about 4 ms a thread on a 2-core
-    machine, 5% of a 2,000-query search of a 10,000-item gallery.
+    Threads started afresh for every search would add their start-up cost to each
+    search; the pool pays it once.
     """
     return ThreadPoolExecutor(n_threads, thread_name_prefix="skqbnorm", initializer=_mark_worker)
 

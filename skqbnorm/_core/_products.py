@@ -25,8 +25,7 @@ from ._parallel import in_blas_threads, in_product_threads, one_blas_thread
 SEARCH_PRODUCT_MEMORY = 32
 SEARCH_PRODUCT_ROWS = 256
 #: The fewest rows of a part: BLAS packs the gallery for every product, once for all
-#: its rows (1,024 queries of 100,000 items in parts of 64 rows took 1.11x the product
-#: and argpartition, against 0.85x in blocks on the BLAS's threads); wider galleries
+#: its rows, so that parts of fewer rows pack it too often; wider galleries
 #: are multiplied in blocks of many rows on the BLAS's own threads
 #: (``searches_in_parts``): up to 32,768 float32 items in parts.
 MIN_SEARCH_PRODUCT_ROWS = 256
@@ -35,8 +34,7 @@ MIN_SEARCH_PRODUCT_ROWS = 256
 STRIP_COLUMNS = 2048
 #: A search of fewer parts than threads spreads their tiles over the threads from this
 #: gallery size, or this many multiply-adds: below, one dispatch to the threads costs
-#: more than it saves (1 to 32 queries of 5,000 x 512 items: 1.1-3.5 ms on one
-#: thread, 1.3-4.4 ms spread; of 10,000 items and more, spread is as fast or faster).
+#: more than it saves (the user guide's performance page gives the measurements).
 SPREAD_BYTES = 16 * 2**20
 SPREAD_PRODUCTS = 2**28
 
@@ -64,7 +62,7 @@ def product_strips(n_columns):
 
 def _batches(n_items, size):
     """``list(sklearn.utils.gen_batches(n_items, size))``, without its parameter
-    validation, which took about 0.2 ms a call: a tenth of a one-query search."""
+    validation, whose cost per call is a sizeable part of a one-query search."""
     return [slice(start, min(start + size, n_items)) for start in range(0, n_items, size)]
 
 

@@ -104,8 +104,10 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
         of each query's examples), ``names``, ``subgroups`` and ``DESCR``,
         lists stacked query after query, each in the engine's order.
 
-    See ``skqbnorm/datasets/data/README.md`` for the sources and licences and
-    ``scripts/build_emoji_reranking.py`` for the build.
+    Notes
+    -----
+    ``skqbnorm/datasets/data/README.md`` gives the sources and licences; the
+    source repository's ``scripts/build_emoji_reranking.py`` builds the file.
 
     Examples
     --------
@@ -163,8 +165,10 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
         each query's examples), ``words``, ``glosses``, ``categories`` and
         ``DESCR``, lists stacked query after query, each in the engine's order.
 
-    See ``skqbnorm/datasets/data/README.md`` for the sources and licences and
-    ``scripts/build_wordnet_categories.py`` for the build.
+    Notes
+    -----
+    ``skqbnorm/datasets/data/README.md`` gives the sources and licences; the
+    source repository's ``scripts/build_wordnet_categories.py`` builds the file.
 
     Examples
     --------
@@ -231,8 +235,10 @@ def load_glyph_reranking(*, n_items=300, noise=1.0, random_state=0):
         ``query_names`` (the character of each query), ``characters``, ``fonts``
         and ``DESCR``, lists stacked query after query, each in the engine's order.
 
-    See ``skqbnorm/datasets/data/README.md`` for the sources and licences and
-    ``scripts/build_glyph_reranking.py`` for the build.
+    Notes
+    -----
+    ``skqbnorm/datasets/data/README.md`` gives the sources and licences; the
+    source repository's ``scripts/build_glyph_reranking.py`` builds the file.
 
     Examples
     --------

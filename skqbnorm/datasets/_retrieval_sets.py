@@ -177,7 +177,8 @@ def load_retrieval_set(name, *, data_home=None, verify=True):
     similarity matrix.
 
     Sets that ship with the package load from it; the others load from ``data_home``
-    once ``scripts/build_retrieval_sets.py`` has built them there.
+    once the source repository's ``scripts/build_retrieval_sets.py`` has built them
+    there.
 
     Parameters
     ----------

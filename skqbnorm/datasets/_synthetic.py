@@ -50,9 +50,11 @@ def make_hubness_sims(n_queries=1000, n_gallery=200, n_bank=1000, *, hub_spread=
     Returns
     -------
     query_sims : ndarray of shape (n_queries, n_gallery)
+        Similarities of the queries to the gallery.
     query_gt : ndarray of shape (n_queries,)
         The correct gallery index of every query.
     bank_sims : ndarray of shape (n_bank, n_gallery)
+        Similarities of the querybank to the gallery.
 
     Examples
     --------

@@ -31,7 +31,8 @@ def load_wordnet_revdict():
     texts are embedded by the
     sentence encoder all-MiniLM-L6-v2 (384 dimensions, L2-normalised; stored as
     float16, returned as float32). See ``skqbnorm/datasets/data/README.md`` for
-    provenance and licences, and ``scripts/build_wordnet_revdict.py`` for the build.
+    provenance and licences; the source repository's ``scripts/build_wordnet_revdict.py``
+    builds the file.
 
     Returns
     -------

@@ -21,7 +21,7 @@ from .._validation import (
 )
 
 # The defaults of the warnings and of QueryBankGate; the user guide's querybank page
-# (the gate's section) gives the study that chose them, every data set with its interval.
+# (the gate's section) says how they were chosen.
 MIN_DIS_SHARE = 0.5
 # The rank of the gallery item whose similarity the domain test compares: deep enough
 # that a query's own answer (which a test query has in the gallery and a bank query has
@@ -41,7 +41,24 @@ MAX_REFERENCE_ROWS = 4096
 
 
 class QueryBankWarning(UserWarning):
-    """A querybank looks out of domain for the queries, or covers little of the gallery."""
+    """A querybank looks out of domain for the queries, or covers little of the gallery.
+
+    :func:`querybank_diagnostics` issues it; the messages are also in the result's
+    ``warnings``.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from skqbnorm.metrics import QueryBankWarning, querybank_diagnostics
+    >>> bank_sims = np.array([[0.9, 0.1, 0.2], [0.8, 0.3, 0.1]])
+    >>> query_sims = np.array([[0.2, 0.85, 0.3], [0.1, 0.2, 0.95]])
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     report = querybank_diagnostics(bank_sims, query_sims)
+    >>> any(issubclass(w.category, QueryBankWarning) for w in caught), report.dis_share
+    (True, 0.0)
+    """
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,61 @@ class QueryBankDiagnostics:
     Shares are fractions in [0, 1]; similarity figures are in the input's units.
     The nearest-neighbour figures and the gallery-bank figures are None when
     they could not be computed (precomputed similarities; no gallery bank).
+    :func:`querybank_diagnostics` makes it; its fields are read as attributes.
+
+    Parameters
+    ----------
+    n_bank, n_queries, n_gallery : int
+        The number of bank queries, of queries and of gallery items.
+    k : int
+        Each bank query activates its top ``k`` gallery items.
+    gallery_coverage : float
+        The share of the gallery that the bank activates.
+    activation_diversity : float
+        The activated items over the most the bank could activate,
+        ``min(k * n_bank, n_gallery)``.
+    dis_share : float
+        The share of queries whose top-1 is activated: those DIS normalises.
+    gallery_bank_coverage : float or None
+        The share of the gallery that the gallery bank activates.
+    dual_dis_share : float or None
+        The share of queries whose top-1 either bank activates.
+    bank_top1_median, query_top1_median : float
+        The median top-1 similarity of the bank queries and of the queries.
+    top1_ks, top1_ks_pvalue : float
+        The two-sample Kolmogorov-Smirnov distance between those top-1
+        similarities, and its p-value.
+    top1_wasserstein : float
+        The Wasserstein distance between those top-1 similarities.
+    depth : int
+        The rank at which the queries' similarities are compared.
+    bank_depth : int
+        The rank (``depth`` or ``depth - 1``) of the bank queries' similarities
+        compared with them: the nearer in KS distance.
+    bank_depth_median, query_depth_median : float
+        The median similarity at those ranks, of the bank queries and of the queries.
+    depth_ks, depth_ks_pvalue : float
+        Their Kolmogorov-Smirnov distance and its p-value.
+    query_bank_nn_median, bank_nn_median : float or None
+        The median similarity of a query to its nearest bank query, and of a bank
+        query to its nearest other bank query (embedding mode).
+    nn_outlier_share : float or None
+        The share of queries less similar to their nearest bank query than the
+        bank's own 5% quantile (embedding mode).
+    max_ks, max_outlier_share : float
+        The thresholds of :attr:`depth_gap` and :attr:`neighbor_gap`.
+    warnings : tuple of str
+        The messages of the warnings, issued or not.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm.metrics import querybank_diagnostics
+    >>> bank_sims = np.array([[0.9, 0.1, 0.2], [0.8, 0.3, 0.1]])
+    >>> query_sims = np.array([[0.2, 0.85, 0.3], [0.95, 0.1, 0.2]])
+    >>> report = querybank_diagnostics(bank_sims, query_sims, warn=False)
+    >>> report.n_bank, report.dis_share, report.covers_little
+    (2, 0.5, False)
     """
 
     n_bank: int
@@ -87,14 +159,20 @@ class QueryBankDiagnostics:
 
     @property
     def depth_gap(self):
-        """Whether the queries' similarities at rank ``depth`` and the bank's at rank
-        ``bank_depth`` differ beyond ``max_ks``."""
+        """Whether the similarities at ``depth`` differ beyond ``max_ks``.
+
+        The queries' similarities at rank ``depth`` and the bank's at rank
+        ``bank_depth``, with a KS test p-value under 0.01.
+        """
         return self.depth_ks > self.max_ks and self.depth_ks_pvalue < KS_ALPHA
 
     @property
     def neighbor_gap(self):
-        """Whether over ``max_outlier_share`` of the queries are nearest-neighbour
-        outliers of the bank."""
+        """Whether over ``max_outlier_share`` of the queries are outliers of the bank.
+
+        A query is a nearest-neighbour outlier when it is less similar to its
+        nearest bank query than the bank's own 5% quantile.
+        """
         return (self.nn_outlier_share is not None
                 and self.nn_outlier_share > self.max_outlier_share)
 
@@ -106,7 +184,14 @@ class QueryBankDiagnostics:
         return self.depth_gap or self.neighbor_gap
 
     def to_dict(self):
-        """The figures and verdicts as a dict (``warnings`` as a list), ready for json."""
+        """Give the figures and verdicts as a dict, ready for json.
+
+        Returns
+        -------
+        figures : dict
+            Every field (``warnings`` as a list), ``covers_little`` and
+            ``out_of_domain``.
+        """
         figures = asdict(self)
         figures["warnings"] = list(self.warnings)
         figures.update(covers_little=self.covers_little, out_of_domain=self.out_of_domain)
@@ -184,8 +269,8 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     the KS distance at ``depth`` exceeds ``max_ks`` (with a KS test p-value under
     0.01, so that small samples do not warn by chance) or over
     ``max_outlier_share`` of the queries are nearest-neighbour outliers (the bank
-    looks out of domain). The user guide's querybank page gives the study, over
-    retrieval sets of weak and strong models, that chose the defaults.
+    looks out of domain). The user guide's :ref:`gate` section says how the
+    defaults were chosen, over retrieval sets of weak and strong models.
 
     Everything streams in row blocks within ``working_memory``.
 

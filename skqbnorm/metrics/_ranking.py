@@ -95,7 +95,9 @@ def mean_average_precision(scores, relevance, groups, n=None, *, denominator="re
         Scores and relevance of every item of every query's list.
     groups : array-like of shape (n_items,)
         The query each item belongs to (any sortable labels without NaN).
-    n, denominator
+    n : int, default=None
+        As in :func:`average_precision`.
+    denominator : {"relevant", "truncated"}, default="relevant"
         As in :func:`average_precision`.
     normaliser : {"relevant", "truncated"}, default=None
         Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
@@ -134,7 +136,9 @@ def average_precisions(scores, relevance, groups, n=None, *, denominator="releva
         Scores and relevance of every item of every query's list.
     groups : array-like of shape (n_items,)
         The query each item belongs to (any sortable labels of one kind, without NaN).
-    n, denominator
+    n : int, default=None
+        As in :func:`average_precision`.
+    denominator : {"relevant", "truncated"}, default="relevant"
         As in :func:`average_precision`.
     normaliser : {"relevant", "truncated"}, default=None
         Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
@@ -321,6 +325,7 @@ def discordant_pairs(scores, initial_scores):
     Returns
     -------
     n_discordant : int
+        The number of such pairs.
 
     Examples
     --------
@@ -345,7 +350,7 @@ def hinge_distance(scores, initial_scores, pairs=None, *, margin=0.0):
         indices in ``[0, n_items)``. None takes every strictly ordered pair of
         ``initial_scores``.
     margin : float, default=0.0
-        Finite, ``>= 0``. 0 gives SPEC's hinge distance ``[(r_j - r_i)_+]^2``; the
+        Finite, ``>= 0``. 0 gives the plain hinge distance ``[(r_j - r_i)_+]^2``; the
         hinge reranker uses its margin ``a``.
 
     Returns

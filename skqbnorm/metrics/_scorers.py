@@ -142,6 +142,8 @@ def make_map_scorer(n=None, *, denominator="relevant", normaliser=None):
     Returns
     -------
     scorer : MAPScorer
+        A scorer for :class:`~skqbnorm.rerankers.RerankerCV` and scikit-learn's
+        model selection.
 
     Raises
     ------

@@ -26,9 +26,23 @@ from ._top_k import TopKMixin
 class BankPasses(NamedTuple):
     """The querybank as a multi-pass method (``capabilities.bank_passes``) reads it.
 
-    ``probe`` is its :class:`~skqbnorm._core.ProbeMatrix` (NumPy, memmap or dask
-    rows, or embeddings against the gallery); ``read(make_reducers)`` runs one more
-    pass of fresh reducers over it, on the same streaming core as fit's first pass.
+    A normaliser class that declares ``bank_passes`` receives one in its
+    ``_learn_passes(reducers, bank, gallery_bank)``; users never build one.
+
+    Parameters
+    ----------
+    probe : ProbeMatrix
+        The bank's rows (NumPy, memmap or dask rows, or embeddings against the
+        gallery), as fit reads them.
+    read : callable
+        ``read(make_reducers)`` runs one more pass of fresh reducers over the bank,
+        on the same streaming code as fit's first pass, and returns them.
+
+    Examples
+    --------
+    >>> from skqbnorm.normalizers import BankPasses
+    >>> BankPasses._fields
+    ('probe', 'read')
     """
 
     probe: ProbeMatrix
@@ -54,8 +68,9 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     declare ``bank_passes`` and define ``_learn_passes(reducers, bank, gallery_bank)``
     (``bank``: a :class:`BankPasses`) instead of ``_learn``; dual-bank methods declare
     ``gallery_bank`` and define ``_learn_gallery_bank(gallery_bank)``. The serving
-    protocol that :class:`~skqbnorm.index.NormalizedIndex` uses is described in
-    ``skqbnorm/normalizers/_serving.py``. A non-finite similarity must
+    protocol that :class:`~skqbnorm.index.NormalizedIndex` uses (``prepare_queries``,
+    ``candidate_similarities``, ``score_block`` and the rest) is documented on each
+    normaliser class. A non-finite similarity must
     leave a non-finite score (transform checks the scores, and the input only
     when they fail). Finite scores that overflow are computed again in float64, and
     refused with a ValueError if they still do (see ``_rescore_overflow``).
@@ -75,15 +90,35 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     - ``fit(P)``: ``P`` (M x N) is the precomputed bank-by-gallery similarity matrix;
     - ``fit(bank, gallery=G)``: ``bank`` (M x d) and ``G`` (N x d) are embeddings and
       the similarities are computed under ``metric``, block by block;
-    - ``gallery_bank=`` (dual-bank normalisers only, see ``_gallery_bank.py``): a
+    - ``gallery_bank=`` (dual-bank normalisers only, such as
+      :class:`~skqbnorm.DualInvertedSoftmax`): a
       second bank, from the gallery modality, in the querybank's form; every other
       normaliser refuses it;
     - ``y``, the second positional argument, is ignored as in every scikit-learn
       transformer (``Pipeline`` and ``GridSearchCV`` pass a 1-D target there); a 2-D
       ``y`` is refused, because it is almost surely a gallery meant for ``gallery=``.
+
+    Parameters
+    ----------
+    metric : {"cosine", "dot"}, default="cosine"
+        Similarity of embeddings, when fit is given a ``gallery``.
+    working_memory : float, default=None
+        Bound, in MiB, on one block of similarities; None means 16 MiB.
+    n_jobs : int, default=None
+        Number of parallel jobs over blocks (None means 1, -1 all cores). Results
+        do not depend on it.
+
+    Examples
+    --------
+    >>> from skqbnorm import InvertedSoftmax
+    >>> from skqbnorm.normalizers import QueryBankNormalizer
+    >>> issubclass(InvertedSoftmax, QueryBankNormalizer)
+    True
+    >>> InvertedSoftmax.capabilities.bias_form
+    True
     """
 
-    #: What the method is (see :class:`~skqbnorm.normalisers.Capabilities`).
+    #: What the method is (see :class:`~skqbnorm.normalizers.Capabilities`).
     capabilities = Capabilities()
 
     _parameter_constraints: dict = {
@@ -157,8 +192,14 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
 
         Parameters
         ----------
-        X, y, gallery, gallery_bank
-            As in :meth:`fit`.
+        X : array-like of shape (n_bank, n_gallery) or (n_bank, n_dims)
+            The querybank, as in :meth:`fit`.
+        y : None or array-like of shape (n_bank,), default=None
+            Ignored; present for ``Pipeline`` and ``GridSearchCV``.
+        gallery : array-like of shape (n_gallery, n_dims), default=None
+            Gallery embeddings, as in :meth:`fit`.
+        gallery_bank : array-like, default=None
+            A gallery bank, for the dual-bank normalisers, as in :meth:`fit`.
 
         Returns
         -------

@@ -40,6 +40,20 @@ class BiasFormMixin:
     also defines ``_gated_biases()``, a list of ``(bias, gate)`` pairs: a query
     whose raw top-1 gallery item ``t`` has ``gate[t]`` takes that ``bias`` (gates
     are disjoint), and a query that no gate admits keeps its raw row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm import InvertedSoftmax
+    >>> from skqbnorm.normalizers import BiasFormMixin
+    >>> bank = np.array([[0.9, 0.1], [0.8, 0.2]])
+    >>> model = InvertedSoftmax(beta=1).fit(bank)
+    >>> isinstance(model, BiasFormMixin)
+    True
+    >>> query = np.array([[0.5, 0.4]])
+    >>> bias = model.gallery_bias()
+    >>> np.argsort(-(query - bias)), np.argsort(-model.transform(query))
+    (array([[1, 0]]), array([[1, 0]]))
     """
 
     def _gated_biases(self):
@@ -149,8 +163,10 @@ class BiasFormMixin:
         return out
 
     def augmented_queries(self, queries, top1=None, dtype=None):
-        """Query vectors ``[q, 1]``: their inner products with :meth:`augmented_gallery`
-        are ``s(q, g) - bias_g``, each row ranked as the normaliser ranks it.
+        """Build the query vectors ``[q, 1]`` that pair with :meth:`augmented_gallery`.
+
+        Their inner products with it are ``s(q, g) - bias_g``, each row ranked as
+        the normaliser ranks it.
 
         Parameters
         ----------

@@ -72,8 +72,10 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     beta1 : float, default=20.0
         Inverse temperature of the querybank factor, > 0: it multiplies the
         similarities, as :class:`~skqbnorm.InvertedSoftmax`'s ``beta`` does.
-        The defaults (``beta1 = 20``, ``beta2 = 1``) were chosen by ``scripts/defaults_study.py``: cross-validation on the bundled data's training task (bank glosses retrieving their gallery-bank nouns), never the test queries; the released
-        code's (``beta1 = 1 / 1.99``, ``beta2 = 3``) were tuned on its own similarity
+        The defaults (``beta1 = 20``, ``beta2 = 1``) were chosen by
+        cross-validation on the bundled data's training task, never the test
+        queries (the user guide's :ref:`normalisers` page); the released code's
+        (``beta1 = 1 / 1.99``, ``beta2 = 3``) were tuned on its own similarity
         matrices. For another similarity scale (logits x 100, say) choose both with
         ``GridSearchCV``.
     beta2 : float, default=1.0

@@ -55,7 +55,9 @@ class DualSoftmax(QueryBankNormalizer):
     temperature : float, default=0.05
         The softmax temperature ``T``, > 0, in similarity units. CAMoE uses 1 at
         inference, on its own logit scale; on cosine similarities T = 1 barely
-        changes a ranking. The default was chosen by ``scripts/defaults_study.py``: cross-validation on the bundled data's training task (bank glosses retrieving their gallery-bank nouns), never the test queries.
+        changes a ranking. The default was chosen by cross-validation on the
+        bundled data's training task, never the test queries (the user guide's
+        :ref:`normalisers` page).
     metric : {"cosine", "dot"}, default="cosine"
         Similarity used in embedding mode.
     working_memory : float, default=None

@@ -37,10 +37,9 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
         Number of nearest bank queries per gallery item, 1 <= k <= n_bank (a
         larger ``k`` is refused at fit with a ValueError). The gallery size does
         not bound it. The defaults (k = 32, alpha = 1) were chosen by
-        ``scripts/defaults_study.py``: cross-validation on the bundled data's
-        training task (bank glosses retrieving their gallery-bank nouns), never
-        the test queries; the optimum is flat for k from 8 to 64 and alpha of
-        0.75 or 1. The released code's defaults are k = 256, alpha = 0.5 (with
+        cross-validation on the bundled data's training task, never the test
+        queries (the user guide's :ref:`normalisers` page). The released code's
+        defaults are k = 256, alpha = 0.5 (with
         alpha = 0.5 a row ranks as :class:`CSLS` with the same k), its README
         recommends k = 128, alpha = 0.75.
     alpha : float, default=1.0

@@ -34,8 +34,8 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
     diagnostics' :class:`~skqbnorm.metrics.QueryBankWarning` says why.
     Otherwise it returns the normaliser's scores. A bank that covers little of
     the gallery (the diagnostics' other warning) does not close it. The user
-    guide's querybank page gives the study, over retrieval sets of weak and
-    strong models, that chose the defaults.
+    guide's :ref:`gate` section says how the defaults were chosen, over retrieval
+    sets of weak and strong models.
 
     Because ``fit`` needs the queries to serve, scikit-learn's ``check_estimator``
     (which fits on ``X`` alone) does not apply; the wrapped normaliser passes it.
@@ -163,11 +163,12 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         return self._serving().transform(X)
 
     def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
-        """The ``k`` best gallery items per query, by the normaliser when the gate is
-        open, else by the raw similarities (ties to the lowest gallery index).
+        """Find the ``k`` best gallery items per query, without the full score matrix.
 
-        Served as the normaliser's :meth:`~skqbnorm.InvertedSoftmax.top_k` serves it,
-        in blocks within its ``working_memory``.
+        By the normaliser when the gate is open, else by the raw similarities
+        (ties to the lowest gallery index), served as the normaliser's
+        :meth:`~skqbnorm.InvertedSoftmax.top_k` serves it, in blocks within its
+        ``working_memory``.
 
         Parameters
         ----------
@@ -194,7 +195,9 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                                      return_scores=return_scores)
 
     def similarities(self, queries):
-        """Similarities of query embeddings to the fitted gallery, under its metric.
+        """Compute the similarities of query embeddings to the fitted gallery.
+
+        Under the wrapped normaliser's metric.
 
         Parameters
         ----------
@@ -222,14 +225,17 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         Returns
         -------
         names : ndarray of str of shape (n_gallery,)
+            The output feature names.
         """
         check_is_fitted(self)
         return self.normalizer_.get_feature_names_out(input_features)
 
     def serving_normalizer(self):
-        """The fitted normaliser that serves the queries: the wrapped one when the
-        gate is open, else one whose scores are the raw similarities (a bias form
-        with zero bias). :class:`~skqbnorm.index.NormalizedIndex` serves it.
+        """Give the fitted normaliser that serves the queries.
+
+        The wrapped one when the gate is open, else one whose scores are the raw
+        similarities (a bias form with zero bias).
+        :class:`~skqbnorm.index.NormalizedIndex` serves it.
 
         Returns
         -------

@@ -217,7 +217,9 @@ class ServingMixin:
             return validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=False)
 
     def similarities(self, queries):
-        """Similarities of query embeddings to the fitted gallery, under ``metric``.
+        """Compute the similarities of query embeddings to the fitted gallery.
+
+        Under the fitted ``metric``.
 
         Parameters
         ----------
@@ -271,13 +273,18 @@ class ServingMixin:
         return prepare_embeddings(queries, self.metric)
 
 
-    # -- the serving protocol of NormalisedIndex ----------------------------------------
+    # -- the serving protocol of NormalizedIndex ----------------------------------------
 
     def serving_normalizer(self):
-        """The fitted normaliser whose scores serve queries: this one.
+        """Give the fitted normaliser whose scores serve queries: this one.
 
         A meta-normaliser (:class:`~skqbnorm.QueryBankGate`) returns the one it
         serves with, so that an index serves it through the same protocol.
+
+        Returns
+        -------
+        normalizer : estimator
+            ``self``, fitted.
         """
         check_is_fitted(self)
         return self
@@ -295,13 +302,24 @@ class ServingMixin:
             )
 
     def index_neighbors(self):
-        """How many raw nearest gallery items per query :meth:`index_row_state` needs:
-        1 for the gate's top-1 of a gated normaliser, else 0; CSLS needs its ``k``."""
+        """Give how many raw nearest gallery items per query the index must find.
+
+        Returns
+        -------
+        n_neighbors : int
+            What :meth:`index_row_state` needs: 1 for the gate's top-1 of a gated
+            normaliser, else 0; CSLS needs its ``k``.
+        """
         return 1 if self.capabilities.gated else 0
 
     def index_context(self):
-        """What :meth:`index_row_state` needs of the gallery, computed once per index
-        (None unless a method needs it: Mutual Proximity's gallery moments)."""
+        """Compute what :meth:`index_row_state` needs of the gallery, once per index.
+
+        Returns
+        -------
+        context : object or None
+            None unless a method needs it (Mutual Proximity's gallery moments).
+        """
         return
 
     def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):

@@ -224,10 +224,10 @@ class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
     ----------
     tau : float, default=0.03
         Entropic temperature, > 0, in similarity units. The defaults (tau = 0.03, at
-        most 100 iterations) were chosen by ``scripts/sinkhorn_defaults_study.py``
-        among the settings that converge: cross-validation on the bundled data's
-        training task (bank glosses retrieving their gallery-bank nouns), never the
-        test queries. The published setting is tau = 0.01 with 10 iterations.
+        most 100 iterations) were chosen among the settings that converge, by
+        cross-validation on the bundled data's training task, never the test
+        queries (the user guide's :ref:`normalisers` page). The published setting
+        is tau = 0.01 with 10 iterations.
     n_iter : int, default=100
         Largest number of Sinkhorn iterations (each a u-update and a v-update), >= 1.
         Iterations stop earlier at ``tol``: at the defaults, the bundled data's fits
@@ -392,7 +392,7 @@ class DualBankSinkhornNormalization(SinkhornNormalization):
     ----------
     tau : float, default=0.03
         Entropic temperature, > 0, in similarity units (SN's default, chosen for
-        both by ``scripts/sinkhorn_defaults_study.py``).
+        both as :class:`SinkhornNormalization` describes).
     n_iter : int, default=100
         Largest number of Sinkhorn iterations (each a u-update and a v-update), >= 1.
         At the defaults, the bundled data's fits (with its 3,000-word gallery bank)
@@ -509,8 +509,16 @@ class DualBankSinkhornNormalization(SinkhornNormalization):
 
         Parameters
         ----------
-        X, y, gallery, gallery_bank, querybank_to_gallery_bank
-            As in :meth:`fit`.
+        X : array-like of shape (n_bank, n_gallery) or (n_bank, n_dims)
+            The querybank, as in :meth:`fit`.
+        y : None or array-like of shape (n_bank,), default=None
+            Ignored; present for ``Pipeline`` and ``GridSearchCV``.
+        gallery : array-like of shape (n_gallery, n_dims), default=None
+            Gallery embeddings, as in :meth:`fit`.
+        gallery_bank : array-like, default=None
+            The gallery bank, as in :meth:`fit`.
+        querybank_to_gallery_bank : array-like, default=None
+            The querybank's similarities to the gallery bank, as in :meth:`fit`.
 
         Returns
         -------

@@ -241,7 +241,27 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         return row_top1(sims, columns.start or 0, state)
 
     def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
-        """Each query's raw top-1 from the index: (value, gallery index), as ``_row_state``."""
+        """Read each query's raw top-1 from the index.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (n_queries, n_dims)
+            Prepared query embeddings (:meth:`prepare_queries`).
+        neighbors : ndarray of shape (n_queries, n_found)
+            Each query's raw nearest gallery items, best first, -1 where the index
+            found fewer.
+        neighbor_sims : ndarray of shape (n_queries, n_found)
+            Their similarities (-inf where ``neighbors`` is -1).
+        search : callable
+            ``search(vectors, k)``: the indices of the raw top k of other query vectors.
+        context : object, default=None
+            :meth:`index_context`'s result.
+
+        Returns
+        -------
+        row_state : tuple of ndarray
+            The top-1 value and gallery index of each query.
+        """
         top1, top_value = (best[:, 0] for best in best_k(neighbors, neighbor_sims, 1))
         return top_value, top1
 

@@ -42,11 +42,12 @@ class TopKMixin:
     """``top_k`` of a querybank normaliser; its scores come from ``score_block``."""
 
     def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
-        """The k best gallery items per query, streaming the gallery in column chunks.
+        """Find the k best gallery items per query, streaming the gallery in column chunks.
 
-        Never materialises the n_queries x n_gallery score matrix: query rows are
-        taken in blocks of whole rows, each block scored once and cut to its top k
-        without sorting whole rows. Blocks of ``X`` fit ``working_memory``, and are
+        Pass exactly one of ``X``, ``queries`` and ``chunks``. Never materialises
+        the n_queries x n_gallery score matrix: query rows are taken in blocks of
+        whole rows, each block scored once and cut to its top k without sorting
+        whole rows. Blocks of ``X`` fit ``working_memory``, and are
         cut to their top k in as many threads as the BLAS may use
         (``threadpoolctl`` limits both); with ``n_jobs``, blocks are searched in
         parallel threads, each with its share of the BLAS threads. In embedding
@@ -85,10 +86,7 @@ class TopKMixin:
             overwritten in place in embedding mode, and skips whatever does not
             change a row's ranking (CSLS's per-query ``r_G(q)`` and own top k,
             the softmaxes' exponentials): the same ranking in exact
-            arithmetic, while scores within rounding of each other (in float32,
-            a few rows in a thousand at k = 700) may swap.
-
-        Pass exactly one of ``X``, ``queries`` and ``chunks``.
+            arithmetic, while scores within rounding of each other may swap.
 
         Returns
         -------

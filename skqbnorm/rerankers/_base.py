@@ -62,6 +62,33 @@ class BayesianReranker(BaseEstimator):
     to; every list is reranked independently, in parallel over ``n_jobs``.
     Scores are float64 whatever the input dtype: the solvers work in double
     precision, and rounding to float32 would tie scores that they tell apart.
+
+    Parameters
+    ----------
+    c : float or "auto", default="auto"
+        Weight of the distance against the prior, > 0 and dimensionless; ``"auto"``
+        sets it per list, as each reranker describes.
+    graph : {"knn", "dense"}, default="knn"
+        Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
+        all pairs.
+    n_neighbors : int, default=10
+        Neighbours per sample for ``graph="knn"``.
+    sigma : float or "median", default="median"
+        Gaussian kernel width; ``"median"`` is the median edge length.
+    initial : {"scores", "minmax", "rank", "binary"}, default="scores"
+        The prior ranking, as in :class:`HingeReranker`.
+    n_positive : int, default=10
+        Pseudo-positives of ``initial="binary"``.
+    n_jobs : int, default=None
+        Lists reranked in parallel (joblib); None means 1.
+
+    Examples
+    --------
+    >>> from skqbnorm.rerankers import BayesianReranker, PointwiseReranker
+    >>> issubclass(PointwiseReranker, BayesianReranker)
+    True
+    >>> PointwiseReranker().get_params()["c"]
+    'auto'
     """
 
     _parameter_constraints: dict = {

@@ -156,6 +156,7 @@ class RerankerCV(BaseEstimator):
         Returns
         -------
         self : object
+            The fitted search.
         """
         estimator = HingeReranker() if self.estimator is None else self.estimator
         name = declared_strength(estimator)
@@ -206,8 +207,14 @@ class RerankerCV(BaseEstimator):
 
         Parameters
         ----------
-        X, y, groups, relevance
-            As in :meth:`fit`.
+        X : array-like of shape (n_samples, n_features)
+            Features of the samples.
+        y : array-like of shape (n_samples,)
+            Initial scores, higher is better.
+        groups : array-like of shape (n_samples,)
+            The list (query) each sample belongs to.
+        relevance : array-like of shape (n_samples,)
+            0/1 relevance of every sample, for AP, as in :meth:`fit`.
 
         Returns
         -------

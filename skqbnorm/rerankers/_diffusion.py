@@ -78,7 +78,7 @@ class DiffusionReranker(NeighbourhoodReranker):
 
     See Also
     --------
-    KReciprocalReranker : k-reciprocal re-ranking.
+    KReciprocalReranker : The k-reciprocal re-ranking.
     RandomWalkReranker : A random walk over a Gaussian graph.
 
     References

@@ -29,15 +29,14 @@ NEGLIGIBLE_RATIO = 40.0
 CLOSE_PAIR = 1e-3
 
 #: Feature values per block when edge lengths or similarities are computed pair by
-#: pair: 8 MiB blocks take half the time of 32 MiB ones, whose fresh pages fault.
+#: pair: 8 MiB blocks, small enough for the allocator to reuse rather than fault in
+#: fresh pages.
 BLOCK_VALUES = 2**20
 
 #: Distance computations (items^2 x features) below which a list is reranked on one
-#: thread: a small list's k-NN search takes a few milliseconds, and waking BLAS's and
-#: OpenMP's thread pools for it cost several times that on 2 busy cores (measured
-#: with scikit-learn's search, which split the few rows of lists up to 2,000-3,000
-#: items of 32 features among threads; the float32 products of ``euclidean_neighbours``
-#: gain 0-10% from a second thread there, best of 7).
+#: thread: waking BLAS's and OpenMP's thread pools for a small list's k-NN search
+#: costs more than the search itself, and the float32 products of
+#: ``euclidean_neighbours`` gain little from more threads at that size.
 SERIAL_WORK = 2**29
 
 
@@ -109,14 +108,14 @@ def thread_limit(n_items, n_features):
 
 def one_thread():
     """A context that limits BLAS and OpenMP to one thread: the solves' vector
-    operations (a dot product of 50,000 numbers) gain nothing from threads, whose
-    wake-ups cost more on a busy machine (30 ms a dot product on 2 busy cores)."""
+    operations (dot products of tens of thousands of numbers) gain nothing from
+    threads, whose wake-ups cost more than the arithmetic when cores are shared."""
     return thread_controller().limit(limits=1)
 
 
 @cache
 def thread_controller():
-    """The process's thread pools, looked up once (a lookup takes about a millisecond)."""
+    """The process's thread pools, looked up once (a lookup is slow beside a solve)."""
     return ThreadpoolController()
 
 

@@ -12,7 +12,7 @@ from ._neighbourhood import CosineQueryReranker
 
 
 class KReciprocalReranker(CosineQueryReranker):
-    """k-reciprocal re-ranking (Zhong et al., CVPR 2017), with sparse sets.
+    """The k-reciprocal re-ranking of Zhong et al. (CVPR 2017), with sparse sets.
 
     The query joins the list's samples as one more node; the distance between two nodes
     is ``d_ij = 2 - 2 s_ij``, the squared distance of unit vectors with cosine ``s_ij``:
@@ -69,7 +69,7 @@ class KReciprocalReranker(CosineQueryReranker):
     See Also
     --------
     DiffusionReranker : Manifold ranking over the samples' k-NN graph.
-    QueryExpansionReranker : alpha-QE and database-side augmentation.
+    QueryExpansionReranker : Alpha-QE and database-side augmentation.
 
     References
     ----------

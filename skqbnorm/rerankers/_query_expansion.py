@@ -12,7 +12,7 @@ from ._neighbourhood import CosineQueryReranker
 
 
 class QueryExpansionReranker(CosineQueryReranker):
-    """alpha-QE and DBA (Radenovic, Tolias and Chum, TPAMI 2018), from similarities.
+    """Alpha-QE and DBA (Radenovic, Tolias and Chum, TPAMI 2018), from similarities.
 
     Database-side augmentation (DBA) replaces each sample's unit feature vector ``x_j``
     by the normalised weighted sum of itself and its ``n_database`` most similar samples,
@@ -56,7 +56,7 @@ class QueryExpansionReranker(CosineQueryReranker):
 
     See Also
     --------
-    KReciprocalReranker : k-reciprocal re-ranking.
+    KReciprocalReranker : The k-reciprocal re-ranking.
     DiffusionReranker : Manifold ranking over the samples' k-NN graph.
 
     References

@@ -15,17 +15,17 @@ from ._graph import pair_laplacian
 #: Relative residual at which conjugate gradients stop.
 TOLERANCE = 1e-10
 #: A conjugate-gradient iteration's fixed cost beyond its arithmetic (scipy's Python
-#: loop, about 25 microseconds), in floating-point operations at about 2 GFLOP/s.
+#: loop), in equivalent floating-point operations.
 ITERATION_OVERHEAD = 50_000
 #: Conjugate gradients are not tried when a factorisation costs less than this many
-#: of their iterations: the rerankers' Jacobi-preconditioned systems took 11-43 to
-#: reach ``TOLERANCE`` at their defaults (32-d k-NN lists of 50 to 2,000 items), more
-#: at small c, and a stop short of it pays for both solves.
+#: of their iterations: the rerankers' Jacobi-preconditioned systems need tens of them
+#: to reach ``TOLERANCE`` at their defaults, more at small c, and a stop short of it
+#: pays for both solves.
 FEWEST_ITERATIONS = 50
 #: A dense LU (LAPACK's, blocked) in the units above: its ``2 n^3 / 3`` operations run
-#: about ten times as fast as a conjugate-gradient iteration's, and a call costs
-#: about 20 microseconds. k-NN systems of many-dimensional features fill in nearly
-#: densely (3.0 M entries of 4 M at 2,000 items), where SuperLU took 4-8 times as long.
+#: faster than a conjugate-gradient iteration's, by ``DENSE_SPEEDUP``, plus a fixed
+#: cost per call. k-NN systems of many-dimensional features fill in nearly densely,
+#: where a sparse LU (SuperLU) costs more than the dense one.
 DENSE_SPEEDUP = 10
 DENSE_OVERHEAD = 40_000
 #: Relative c below which the anchored solve's correction term has reached its c -> 0 limit.
