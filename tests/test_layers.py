@@ -4,8 +4,9 @@ The layers, bottom up (docs/user_guide/development.rst, DESIGN's "1.0: declared
 contracts"): the streaming core (``skqbnorm._core``, then the shared checks and rank
 statistics beside it); ``normalizers`` and ``rerankers`` on it, with ``metrics``
 beside them, importing neither; the gate above both; ``index`` above the
-normalisers; the catalogue, ``compare`` and the command line on top. The rules are
-read from the source with ``ast``, so a lazy import inside a function counts too.
+normalisers; ``attacks`` above the metrics and the normalisers, imported by nothing;
+the catalogue, ``compare`` and the command line on top. The rules are read from the
+source with ``ast``, so a lazy import inside a function counts too.
 """
 
 import ast
@@ -102,6 +103,11 @@ def broken_rules(name):
             elif (within(target, ("skqbnorm.metrics",)) and name.startswith("skqbnorm.normal")
                   and name != GATE):
                 broken.append((target, "among the normalisers only the gate stands on metrics"))
+        if name == "skqbnorm.attacks" and not within(
+                target, CORE + SHARED + ("skqbnorm.metrics", "skqbnorm.normalizers")):
+            broken.append((target, "the attacks stand on the metrics and normalisers alone"))
+        if target == "skqbnorm.attacks":
+            broken.append((target, "nothing imports the attacks"))
         if name == "skqbnorm.index" and target.startswith("skqbnorm.normalizers._"):
             broken.append((target, "the index serves through the normalizers' public protocol"))
         if target in ("skqbnorm.cli", "skqbnorm.__main__") and name != "skqbnorm.__main__":
@@ -116,6 +122,7 @@ def test_the_rules_read_the_imports():
     assert ("skqbnorm.metrics._querybank", True) in imports(GATE)
     assert ("skqbnorm.datasets", False) in imports("skqbnorm._cli_commands")  # inside a function
     assert broken_rules("skqbnorm.metrics._querybank") == []
+    assert ("skqbnorm.normalizers", True) in imports("skqbnorm.attacks")
     assert len(MODULES) > 40
 
 
@@ -159,7 +166,8 @@ def test_no_import_cycle():
 
 
 FIRST_IMPORTS = ["skqbnorm.metrics", "skqbnorm.normalizers", "skqbnorm.rerankers",
-                 "skqbnorm.datasets", "skqbnorm.index", "skqbnorm.cli", "skqbnorm._core"]
+                 "skqbnorm.datasets", "skqbnorm.index", "skqbnorm.cli", "skqbnorm._core",
+                 "skqbnorm.attacks"]
 
 #: Below the top-level package: each must import with skqbnorm's __init__ not run at
 #: all, so that no order of imports in that __init__ can matter.

@@ -1,5 +1,12 @@
 """Retrieval metrics, hubness measures, ranking quality and distances, and scorers."""
 
+from ._attacks import (
+    HubCapture,
+    HubOutliers,
+    hub_capture,
+    hub_outliers,
+    planted_recall_change,
+)
 from ._hubness import hubness, hubness_from_counts, k_occurrence
 from ._paired import PairedComparison, PairedMeanChange, paired_comparison, paired_mean_change
 from ._querybank import QueryBankDiagnostics, QueryBankWarning, querybank_diagnostics
@@ -17,6 +24,8 @@ from ._retrieval import correct_item_ranks, recall_at_k, retrieval_metrics
 from ._scorers import make_map_scorer, make_retrieval_scorer
 
 __all__ = [
+    "HubCapture",
+    "HubOutliers",
     "PairedComparison",
     "PairedMeanChange",
     "QueryBankDiagnostics",
@@ -26,6 +35,8 @@ __all__ = [
     "correct_item_ranks",
     "discordant_pairs",
     "hinge_distance",
+    "hub_capture",
+    "hub_outliers",
     "hubness",
     "hubness_from_counts",
     "k_occurrence",
@@ -35,6 +46,7 @@ __all__ = [
     "ordered_pairs",
     "paired_comparison",
     "paired_mean_change",
+    "planted_recall_change",
     "pointwise_distance",
     "preference_strength_distance",
     "querybank_diagnostics",
