@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validation import check_int, check_real, check_sims
 from ._hubness import k_occurrence
-from ._paired import _check_confidence, _draws, _generator, paired_mean_change
+from ._paired import IntervalEnds, _check_confidence, _draws, _generator, paired_mean_change
 from ._retrieval import _hits, correct_item_ranks
 
 #: Scales a median absolute deviation (or a mean one) to a normal standard deviation.
@@ -14,7 +14,7 @@ MAD_SCALE, MEAN_AD_SCALE = 1.4826, 1.2533
 
 
 @dataclass(frozen=True, repr=False)
-class HubCapture:
+class HubCapture(IntervalEnds):
     """The share of queries whose top-k holds a planted item, with its interval.
 
     :func:`hub_capture` returns it; its fields are read as attributes.
@@ -50,16 +50,6 @@ class HubCapture:
     n_resamples: int
     confidence: float
     resampled: np.ndarray = field(compare=False)
-
-    @property
-    def low(self):
-        """The interval's lower end (None without resamples)."""
-        return None if self.interval is None else self.interval[0]
-
-    @property
-    def high(self):
-        """The interval's upper end (None without resamples)."""
-        return None if self.interval is None else self.interval[1]
 
     def to_dict(self):
         """The result as plain values, without the per-query arrays.

@@ -226,8 +226,22 @@ def paired_comparison(scores_a, scores_b, gt, *, k=(1, 5, 10), ties="official",
     return compare_outcomes(outcomes_a, outcomes_b, ks, n_resamples, confidence, rng)
 
 
+class IntervalEnds:
+    """``low`` and ``high``: the ends of a result's ``interval`` (None without resamples)."""
+
+    @property
+    def low(self):
+        """The interval's lower end (None without resamples)."""
+        return None if self.interval is None else self.interval[0]
+
+    @property
+    def high(self):
+        """The interval's upper end (None without resamples)."""
+        return None if self.interval is None else self.interval[1]
+
+
 @dataclass(frozen=True, repr=False)
-class PairedMeanChange:
+class PairedMeanChange(IntervalEnds):
     """The change ``mean(b) - mean(a)`` of a per-query metric, with its paired interval.
 
     :func:`paired_mean_change` returns it; its fields are read as attributes.
@@ -270,16 +284,6 @@ class PairedMeanChange:
     n_resamples: int
     confidence: float
     resampled_changes: np.ndarray = field(compare=False)
-
-    @property
-    def low(self):
-        """The interval's lower end (None without resamples)."""
-        return None if self.interval is None else self.interval[0]
-
-    @property
-    def high(self):
-        """The interval's upper end (None without resamples)."""
-        return None if self.interval is None else self.interval[1]
 
     def __iter__(self):
         warnings.warn(
