@@ -47,10 +47,10 @@ from skqbnorm import (
     RandomWalkReranker,
     RerankerCV,
 )
-from skqbnorm._core import euclidean_neighbours
+from skqbnorm._core import euclidean_neighbors
 from skqbnorm.catalogue import rerankers
 from skqbnorm.metrics import make_map_scorer
-from skqbnorm.rerankers._neighbourhood import CosineQueryReranker
+from skqbnorm.rerankers._neighborhood import CosineQueryReranker
 
 from _timing import best_time, interleaved_best_times, machine_description
 
@@ -118,7 +118,7 @@ def list_sizes(args):
         rng = np.random.default_rng(n_items)
         features, initial = rng.normal(size=(n_items, 32)), rng.normal(size=n_items)
         cosines = initial / np.abs(initial).max()
-        functions[n_items, "k-NN search"] = partial(euclidean_neighbours, features, 10)
+        functions[n_items, "k-NN search"] = partial(euclidean_neighbors, features, 10)
         functions[n_items, "scikit-learn k-NN"] = partial(kneighbors_graph, features, 10,
                                                           mode="distance")
         for cls in rerankers():

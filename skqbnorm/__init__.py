@@ -35,7 +35,6 @@ __version__ = "1.0.0"
 
 from ._bank_search import QueryBankSearchCV
 from ._compare import compare  # after the estimators: it reads the catalogue of them
-from ._validation import renamed_names
 
 __all__ = [
     "CSLS",
@@ -64,8 +63,3 @@ __all__ = [
     "__version__",
     "compare",
 ]
-
-__getattr__ = renamed_names(__name__, {
-    "SinkhornNormalisation": "SinkhornNormalization",
-    "DualBankSinkhornNormalisation": "DualBankSinkhornNormalization",
-})

@@ -68,17 +68,12 @@ def teller(command):
     return tell
 
 
-def deprecated_name(old, new):
-    note(f"skqbnorm: warning: --method {old} is deprecated and will be removed in 1.1; "
-         f"use --method {new}.")
-
-
 def chosen_methods(text):
     """The catalogue keys of ``--method`` (argparse's type: it reads METHODS when called)."""
     import argparse
 
     try:
-        return resolve_methods(text, CLI_WORDS, deprecated_name)
+        return resolve_methods(text, CLI_WORDS)
     except ValueError as error:
         message = str(error).removeprefix("--method: ")
         raise argparse.ArgumentTypeError(message) from None

@@ -155,7 +155,7 @@ def compare(query_sims, gt=None, *, bank_sims=None, methods="all", gallery_bank=
     for name, value in settings._asdict().items():
         if value is not None:
             check_real(value, f"params['{name}']")
-    requested = resolve_methods(methods, PYTHON_WORDS, _deprecated)
+    requested = resolve_methods(methods, PYTHON_WORDS)
     check_gallery_banks_used(requested, inputs, PYTHON_WORDS)
     assumed = gt is None
     if assumed:
@@ -177,11 +177,6 @@ def compare(query_sims, gt=None, *, bank_sims=None, methods="all", gallery_bank=
     table = ComparisonTable(rows, confidence)
     table.attrs.update(querybank_diagnostics=report, skipped=skipped)
     return table.to_frame() if as_frame or (as_frame is None and _has_pandas()) else table
-
-
-def _deprecated(old, new):
-    warnings.warn(f"method name {old!r} is deprecated and will be removed in 1.1; use {new!r}.",
-                  FutureWarning, stacklevel=4)
 
 
 class _Teller:

@@ -20,7 +20,6 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .catalogue import (
-    ALIASES,
     DEFAULTS,
     GALLERY_BANK_OPTIONS,
     METHODS,
@@ -111,22 +110,15 @@ def csv_text(rows, keys):
 # -- which methods ----------------------------------------------------------------------
 
 
-def resolve_methods(methods, words, deprecated=None):
+def resolve_methods(methods, words):
     """The catalogue keys ``methods`` names: "all", or names, case-insensitive and
-    comma-separated in a string or given as a sequence; raw similarities come first.
-
-    A deprecated alias is replaced by its name, and ``deprecated(old, new)`` told.
-    """
+    comma-separated in a string or given as a sequence; raw similarities come first."""
     names = method_names_given(methods, words)
     if names == ["all"]:
         return tuple(METHODS)
     keys = {key.lower(): key for key in METHODS}
     chosen = []
     for name in names:
-        if name in ALIASES and ALIASES[name] in METHODS:
-            if deprecated is not None:
-                deprecated(name, ALIASES[name])
-            name = ALIASES[name]
         if name == "all":
             raise ValueError(f"{words.methods}: 'all' cannot be combined with other methods; "
                              f"got {methods!r}")

@@ -29,33 +29,6 @@ _LIBRARY_DIRS = tuple(
 ) + (os.path.abspath(threading.__file__),)
 
 
-def renamed_names(module_name, renames):
-    """A module ``__getattr__`` that serves each old name of ``renames`` (old -> new) as
-    the new one, with a FutureWarning: the names respelt in 1.0, kept until 1.1."""
-
-    def __getattr__(name):
-        if name not in renames:
-            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
-        warnings.warn(f"{module_name}.{name} was renamed {renames[name]} in skqbnorm 1.0; the "
-                      "old name will be removed in 1.1.", FutureWarning, stacklevel=2)
-        return getattr(sys.modules[module_name], renames[name])
-
-    return __getattr__
-
-
-def renamed_attribute(old, new):
-    """A read-only property ``old`` that returns attribute ``new`` with a FutureWarning:
-    an attribute respelt in 1.0, kept until 1.1."""
-
-    def get(self):
-        value = getattr(self, new)  # an unfitted estimator raises AttributeError as before
-        warnings.warn(f"{type(self).__name__}.{old} was renamed {new} in skqbnorm 1.0; the old "
-                      "name will be removed in 1.1.", FutureWarning, stacklevel=2)
-        return value
-
-    return property(get, doc=f"Deprecated alias of ``{new}`` (renamed in 1.0, removed in 1.1).")
-
-
 def warn_caller(message, category):
     """``warnings.warn``, attributed to the first caller outside skqbnorm, scikit-learn and joblib.
 

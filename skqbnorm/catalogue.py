@@ -21,7 +21,6 @@ from collections import namedtuple
 from dataclasses import fields
 from typing import NamedTuple
 
-from ._validation import renamed_names
 from .normalizers import (
     CSLS,
     Capabilities,
@@ -202,8 +201,6 @@ RERANKERS = {
 
 #: The ``data`` a method's normaliser is fitted on (see :class:`Method`).
 DATA = ("querybank", "both banks", "test queries", "nothing", "gated querybank")
-#: Deprecated method names of the command line and compare, and the names that replace them.
-ALIASES = {"dual-is": "dbnorm", "dual-dis": "dbnorm-dynamic"}
 #: The methods skqbnorm ships: :func:`unregister` and ``replace=True`` leave them alone.
 BUILT_IN = frozenset(METHODS)
 #: What a method list can select: a letter or digit, then letters, digits, ``_ . + -``.
@@ -219,8 +216,7 @@ def register(name, method, *, replace=False):
     ----------
     name : str
         The method's name, as ``--method`` and ``compare(methods=...)`` take it (any
-        case): a letter or digit, then letters, digits and ``_ . + -``; not ``"all"``
-        and not a deprecated name.
+        case): a letter or digit, then letters, digits and ``_ . + -``; not ``"all"``.
     method : Method
         Its entry. ``method.normalizer`` must be a class with ``fit`` and
         ``transform`` that declares its :class:`~skqbnorm.normalizers.Capabilities`;
@@ -271,9 +267,8 @@ def _check_name(name):
             f"name must be a string of letters, digits and '_ . + -', starting with a letter "
             f"or digit, so that a method list can select it; got name={name!r}.")
     key = name.lower()
-    if key == "all" or key in ALIASES:
-        meaning = "every method" if key == "all" else f"the deprecated name of {ALIASES[key]!r}"
-        raise ValueError(f"name {name!r} is reserved: a method list reads it as {meaning}.")
+    if key == "all":
+        raise ValueError(f"name {name!r} is reserved: a method list reads it as every method.")
     return key
 
 
@@ -576,6 +571,3 @@ def describe(method, normalizer):
 def class_default(method, name):
     """The default of parameter ``name`` of the normaliser ``method`` stands for."""
     return inspect.signature(METHODS[method].normalizer).parameters[name].default
-
-__getattr__ = renamed_names(__name__, {"normalisers": "normalizers",
-                                       "make_normaliser": "make_normalizer"})

@@ -18,7 +18,7 @@ import textwrap
 
 from . import __version__
 from ._cli_commands import chosen_methods, run_demo, run_evaluate
-from ._evaluation import ALIASES, CONFIDENCE
+from ._evaluation import CONFIDENCE
 from ._files import CommandError, Terminated
 from .catalogue import METHODS, class_default
 
@@ -98,7 +98,6 @@ def evaluate_notes():
     dual = [method for method, spec in METHODS.items() if spec.data == "both banks"]
     by_input = {key: [m for m in dual if METHODS[m].gallery_bank_input == key]
                 for key in ("gallery_bank", "querybank_to_gallery_bank")}
-    aliases = ", ".join(f"{old} ({new})" for old, new in ALIASES.items())
     return f"""\
 methods (--method, case-insensitive; several comma-separated, e.g. dis,csls):
 {methods_text()}
@@ -138,7 +137,6 @@ methods (--method, case-insensitive; several comma-separated, e.g. dis,csls):
         "queries of --sims, so each score depends on the other test queries: a fair "
         "comparison only with other transductive methods. A hyperparameter not given keeps "
         "the default of its skqbnorm class; one that no chosen method takes is refused.",
-        f"Deprecated method names, still accepted until 1.1 with a warning: {aliases}.",
     ) + "\n"
 
 

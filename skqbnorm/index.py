@@ -23,11 +23,10 @@ from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
 from ._core import best_k, take_rows
-from ._validation import NotBool, renamed_names
+from ._validation import NotBool
 
 __all__ = ["NormalizedIndex"]
 
-__getattr__ = renamed_names(__name__, {"NormalisedIndex": "NormalizedIndex"})
 
 # Elements (float64) of the blocks that exact scoring gathers: 16 MiB.
 _BLOCK_ELEMENTS = 1 << 21

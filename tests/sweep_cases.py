@@ -1646,9 +1646,8 @@ class _NoFit:
     capabilities = Capabilities()
 
 
-#: Names no method list could select: "all", a list's comma, deprecated names, spaces.
-BAD_METHOD_NAMES = ["all", "ALL", "a,b", *catalogue.ALIASES, " x", "x y", "", "-x", 3, None,
-                    ["x"]]
+#: Names no method list could select: "all", a list's comma, spaces.
+BAD_METHOD_NAMES = ["all", "ALL", "a,b", " x", "x y", "", "-x", 3, None, ["x"]]
 
 
 def _restoring(key, call):

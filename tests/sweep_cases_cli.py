@@ -60,12 +60,12 @@ def _method_cases():
                                _args(_standard_files(c, CLI_SIMS12, CLI_BANK12), "--method", s,
                                      *e), expect))
 
-    def deprecated(ctx):
+    def old_name(ctx):
         paths = _standard_files(ctx, CLI_SIMS12, CLI_BANK12)
         gallery_bank = _write(ctx, "gb.npy", _rng.normal(size=(7, 12)))
         return _args(paths, "--method", "dual-dis", "--gallery-bank-sims", str(gallery_bank))
 
-    cases.append(_cli_case("method_deprecated_dual-dis", deprecated, "ok"))
+    cases.append(_cli_case("method_old_name_dual-dis", old_name, "error"))
     return cases
 
 

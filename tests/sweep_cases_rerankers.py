@@ -75,7 +75,7 @@ def _case(est_name, label, X, y, groups, expect, names, shape=False, params=None
     return Case("rerankers", f"{est_name}-{label}", run, check, names, shape, expect, finite)
 
 
-def neighbourhood_reranker_cases():
+def neighborhood_reranker_cases():
     cases = []
     for est_name in NEIGHBOURHOOD_RERANKERS:
         for variant, (build, expect, finite, shape_problem) in MATRIX_VARIANTS.items():

@@ -41,7 +41,7 @@ def rows_of(out):
     return [(row["method"], row["MnR"]) for row in json.loads(out)]
 
 
-# -- --method: case-insensitive, comma-separated, deprecated names --------------------------
+# -- --method: case-insensitive, comma-separated, the names before 1.0 refused -------------
 
 
 @pytest.mark.parametrize("spelling", ["DIS", "Dis", " dis "])
@@ -84,17 +84,14 @@ def test_save_takes_one_method_only(files, capsys, tmp_path):
     assert code == 2 and "--save writes one normalised matrix" in err
 
 
-@pytest.mark.parametrize("old, new", [("dual-is", "dbnorm"), ("DUAL-DIS", "dbnorm-dynamic")])
-def test_old_method_names_still_work_and_warn_on_stderr(files, capsys, tmp_path, old, new):
+@pytest.mark.parametrize("old", ["dual-is", "DUAL-DIS"])
+def test_the_names_before_one_point_oh_are_unknown_methods(files, capsys, tmp_path, old):
     paths, _ = files
     np.save(tmp_path / "gallery_bank.npy", np.random.default_rng(2).normal(size=(25, 30)))
     paths = {**paths, "--gallery-bank-sims": tmp_path / "gallery_bank.npy"}
-    _, expected, err = run(evaluate(paths, "--method", new, "--format", "json", "--quiet"), capsys)
-    assert "deprecated" not in err
     code, out, err = run(evaluate(paths, "--method", old, "--format", "json", "--quiet"), capsys)
-    assert code == 0 and rows_of(out) == rows_of(expected)
-    assert err == (f"skqbnorm: warning: --method {old.lower()} is deprecated and will be "
-                   f"removed in 1.1; use --method {new}.\n")
+    assert code == 2 and out == ""
+    assert f"invalid choice: {old.lower()!r}" in err
 
 
 def test_a_method_registered_later_is_offered(files, capsys, monkeypatch):

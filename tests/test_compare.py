@@ -158,12 +158,8 @@ def test_a_diagonal_gt_is_assumed_and_near_chance_warned(data):
         table(sims[:, :49], bank_sims=bank[:, :49], methods="is")
 
 
-def test_deprecated_names_warn_and_a_registered_method_takes_part(data, monkeypatch):
-    sims, gt, bank, gallery_bank = data
-    with pytest.warns(FutureWarning, match="'dual-is' is deprecated .* use 'dbnorm'"):
-        old = table(sims, gt, bank_sims=bank, gallery_bank=gallery_bank, methods="dual-is",
-                    n_resamples=0)
-    assert old.rows[1]["method"].startswith("DBNorm")
+def test_a_registered_method_takes_part(data, monkeypatch):
+    sims, gt, bank, _ = data
     monkeypatch.setitem(METHODS, "is-sharp", METHODS["is"]._replace(
         label="sharp IS", fixed=(("beta", 50.0),), options=()))
     result = table(sims, gt, bank_sims=bank, methods="IS-SHARP", n_resamples=0)

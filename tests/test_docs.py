@@ -13,7 +13,6 @@ import inspect
 import pkgutil
 import re
 import tokenize
-import warnings
 from pathlib import Path
 
 import pytest
@@ -28,8 +27,6 @@ EXAMPLES = ROOT / "examples"
 GENERATED = {"_build", "_templates", "generated", "auto_examples"}
 #: Public modules that are programs, not APIs.
 NOT_API = {"skqbnorm.cli"}
-#: Modules kept under their old names for one release: importing one warns (once).
-DEPRECATED_MODULES = {"skqbnorm.normalisers"}
 
 DIRECTIVE = re.compile(r"^\s*\.\.\s+([\w:-]+)::\s*(.*?)\s*$")
 
@@ -149,10 +146,7 @@ def test_the_reference_documents_names_that_exist():
 
 @pytest.mark.parametrize("module_name", public_modules())
 def test_every_public_name_is_in_the_api_reference(module_name):
-    with warnings.catch_warnings():  # a deprecated module warns on its first import only
-        if module_name in DEPRECATED_MODULES:
-            warnings.simplefilter("ignore", FutureWarning)
-        module = importlib.import_module(module_name)
+    module = importlib.import_module(module_name)
     documented = reference()
     objects = documented_objects(documented)
     # A re-export (skqbnorm.InvertedSoftmax) counts as documented where it is defined.
@@ -201,16 +195,11 @@ def documented_objects_by_name():
     """Every public class and function (each once, under its first public name) and
     the public methods and properties that skqbnorm's own classes define.
 
-    Returns ``{dotted name: checks}``. Deprecated modules and aliases, whose docstring
-    says so, are left out: they go in the next minor release.
+    Returns ``{dotted name: checks}``.
     """
     objects, seen = {}, set()
     for module_name in public_modules():
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            module = importlib.import_module(module_name)
-        if is_deprecated(module):
-            continue
+        module = importlib.import_module(module_name)
         for name in public_names(module):
             value = getattr(module, name)
             if not (inspect.isclass(value) or inspect.isroutine(value)) or id(value) in seen:
@@ -224,19 +213,15 @@ def documented_objects_by_name():
 
 
 def own_public_members(cls):
-    """Public methods and properties, not deprecated, that a skqbnorm class defines."""
+    """Public methods and properties that a skqbnorm class defines."""
     for name in dir(cls):
         owner = next((base for base in cls.__mro__ if name in vars(base)), None)
         if name.startswith("_") or owner is None or not owner.__module__.startswith("skqbnorm"):
             continue
         member = vars(owner)[name]
         routine = inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))
-        if (routine or isinstance(member, property)) and not is_deprecated(member):
+        if routine or isinstance(member, property):
             yield name
-
-
-def is_deprecated(value):
-    return (value.__doc__ or "").lstrip().startswith(("Deprecated:", "Deprecated alias"))
 
 
 def docstring_errors(name, checks):

@@ -7,17 +7,17 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.neighbors import NearestNeighbors
 
 import skqbnorm._core._parallel
-from skqbnorm._core import _knn, cosine_top_k, euclidean_neighbours, prepare_embeddings
+from skqbnorm._core import _knn, cosine_top_k, euclidean_neighbors, prepare_embeddings
 from skqbnorm._core._knn import GROUP, dot_error, equal_rows
 
 
-def sklearn_neighbours(features, k):
+def sklearn_neighbors(features, k):
     distances, indices = NearestNeighbors(n_neighbors=k, algorithm="brute").fit(
         features).kneighbors()
     return indices, distances
 
 
-def reference_neighbours(features, k):
+def reference_neighbors(features, k):
     """Plain rule: the k + 1 nearest rows (itself included) by (distance, index), less the
     row itself, or less the first if it is not among them."""
     features = np.asarray(features, dtype=np.float64)
@@ -43,17 +43,17 @@ def reference_top_k(unit, k):
     (50, 3, 5), (400, 32, 10), (2000, 32, 10), (2500, 8, 50), (500, 512, 10), (900, 1, 4),
     (1200, 2, 30)])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_euclidean_neighbours_equal_sklearn(n_items, n_features, k, dtype):
+def test_euclidean_neighbors_equal_sklearn(n_items, n_features, k, dtype):
     rng = np.random.default_rng(n_items + n_features)
     features = rng.normal(size=(n_items, n_features)).astype(dtype)
-    indices, distances = euclidean_neighbours(features, k)
-    expected, expected_distances = sklearn_neighbours(features, k)
+    indices, distances = euclidean_neighbors(features, k)
+    expected, expected_distances = sklearn_neighbors(features, k)
     assert_array_equal(indices, expected)
     # scikit-learn's distances come from |x|^2 + |y|^2 - 2 x.y (float32: in float32),
     # which loses the digits of short distances
     tolerance = 1e-6 if dtype == np.float32 else 1e-9
     assert_allclose(distances, expected_distances, rtol=tolerance, atol=tolerance)
-    assert_allclose(distances, reference_neighbours(features, k)[1], rtol=1e-14, atol=0)
+    assert_allclose(distances, reference_neighbors(features, k)[1], rtol=1e-14, atol=0)
 
 
 @pytest.mark.parametrize("n_items, n_features, k, values", [
@@ -61,22 +61,22 @@ def test_euclidean_neighbours_equal_sklearn(n_items, n_features, k, dtype):
 def test_ties_go_to_the_lower_index(n_items, n_features, k, values):
     # Integer features: exact distances, many ties, duplicates at distance 0.
     features = np.random.default_rng(k).integers(0, values, size=(n_items, n_features)) * 1.0
-    indices, distances = euclidean_neighbours(features, k)
-    expected, expected_distances = reference_neighbours(features, k)
+    indices, distances = euclidean_neighbors(features, k)
+    expected, expected_distances = reference_neighbors(features, k)
     assert_array_equal(indices, expected)
     assert_array_equal(distances, expected_distances)
     # scikit-learn finds the same distances; among ties at the k-th place its heap keeps
     # no particular index, so the neighbours agree on the rows without such a tie.
-    sk_indices, sk_distances = sklearn_neighbours(features, k)
+    sk_indices, sk_distances = sklearn_neighbors(features, k)
     assert_array_equal(np.sort(sk_distances, axis=1), distances)
     lengths = np.sort(np.linalg.norm(features[:, None] - features[None], axis=-1), axis=1)
     untied = lengths[:, k] != lengths[:, k + 1]
     assert_array_equal(np.sort(sk_indices[untied], axis=1), np.sort(indices[untied], axis=1))
 
 
-def test_more_duplicates_than_neighbours_leave_out_the_first():
+def test_more_duplicates_than_neighbors_leave_out_the_first():
     features = np.array([[0.0], [0.0], [0.0], [0.0], [5.0], [7.0]])
-    indices, distances = euclidean_neighbours(features, 2)
+    indices, distances = euclidean_neighbors(features, 2)
     # Row 3's three nearest (ties to the lower index) are 0, 1, 2: it is not among them.
     assert_array_equal(indices[:4], [[1, 2], [0, 2], [0, 1], [1, 2]])
     assert_array_equal(distances[:4], 0.0)
@@ -96,15 +96,15 @@ def test_equal_rows_are_searched_once_with_the_same_result(monkeypatch, rng, n_i
     features = list_with_copies(rng, n_items, 6)
     unit = prepare_embeddings(features, "cosine")
     assert equal_rows(features) is not None and equal_rows(unit) is not None
-    collapsed = [euclidean_neighbours(features, min(k, n_items - 1)),
+    collapsed = [euclidean_neighbors(features, min(k, n_items - 1)),
                  cosine_top_k(unit, k, least=True)]
     monkeypatch.setattr(_knn, "equal_rows", lambda rows: None)  # every row searched
-    plain = [euclidean_neighbours(features, min(k, n_items - 1)),
+    plain = [euclidean_neighbors(features, min(k, n_items - 1)),
              cosine_top_k(unit, k, least=True)]
     for found, expected in zip(collapsed, plain):
         for part, expected_part in zip(found, expected):
             assert_array_equal(part, expected_part)
-    assert_array_equal(collapsed[0][0], reference_neighbours(features, min(k, n_items - 1))[0])
+    assert_array_equal(collapsed[0][0], reference_neighbors(features, min(k, n_items - 1))[0])
 
 
 def test_equal_rows_groups_by_value():
@@ -118,7 +118,7 @@ def test_equal_rows_groups_by_value():
 @pytest.mark.parametrize("value", [2.0, 0.0])
 def test_lists_of_one_row_repeated(value):
     rows = np.tile([value, 0.0, 0.0], (6, 1))
-    indices, distances = euclidean_neighbours(rows, 3)
+    indices, distances = euclidean_neighbors(rows, 3)
     assert_array_equal(indices, [[1, 2, 3], [0, 2, 3], [0, 1, 3], [0, 1, 2], [1, 2, 3], [1, 2, 3]])
     assert_array_equal(distances, 0.0)
     # Unit rows [1, 0, 0]: each copy as similar as the row itself, ties to the lower
@@ -140,15 +140,15 @@ def test_tiny_lists_take_every_other_item(n_items):
     rng = np.random.default_rng(n_items)
     features = rng.normal(size=(n_items, 3))
     for k in range(1, n_items):
-        indices, distances = euclidean_neighbours(features, k)
-        assert_array_equal(indices, sklearn_neighbours(features, k)[0])
-        assert_allclose(distances, reference_neighbours(features, k)[1], rtol=1e-14, atol=0)
+        indices, distances = euclidean_neighbors(features, k)
+        assert_array_equal(indices, sklearn_neighbors(features, k)[0])
+        assert_allclose(distances, reference_neighbors(features, k)[1], rtol=1e-14, atol=0)
 
 
 @pytest.mark.parametrize("k", [0, 5])
-def test_euclidean_neighbours_need_fewer_neighbours_than_items(k):
+def test_euclidean_neighbors_need_fewer_neighbors_than_items(k):
     with pytest.raises(ValueError, match="n_neighbors"):
-        euclidean_neighbours(np.zeros((5, 2)), k)
+        euclidean_neighbors(np.zeros((5, 2)), k)
 
 
 def test_near_ties_below_float32_resolution_are_decided_in_float64():
@@ -161,8 +161,8 @@ def test_near_ties_below_float32_resolution_are_decided_in_float64():
     radii = 1 + 1e-12 * rng.permutation(1500)
     far = 1000 + rng.normal(size=(1500, 8))
     features = np.vstack([np.zeros(8), directions * radii[:, None], far])
-    indices, distances = euclidean_neighbours(features, 20)
-    expected, expected_distances = reference_neighbours(features, 20)
+    indices, distances = euclidean_neighbors(features, 20)
+    expected, expected_distances = reference_neighbors(features, 20)
     assert_array_equal(indices[0], 1 + np.argsort(radii)[:20])
     assert_array_equal(indices, expected)
     assert_allclose(distances, expected_distances, rtol=1e-14, atol=0)
@@ -174,8 +174,8 @@ def test_results_do_not_depend_on_the_block_size(working_memory):
     features = rng.normal(size=(1500, 16))
     unit = prepare_embeddings(rng.integers(-1, 2, size=(1500, 4)) * 1.0, "cosine")
     for found, expected in [
-        (euclidean_neighbours(features, 12, working_memory=working_memory),
-         euclidean_neighbours(features, 12)),
+        (euclidean_neighbors(features, 12, working_memory=working_memory),
+         euclidean_neighbors(features, 12)),
         (cosine_top_k(unit, 9, least=True, working_memory=working_memory),
          cosine_top_k(unit, 9, least=True)),
     ]:
@@ -189,9 +189,9 @@ def test_results_do_not_depend_on_the_threads(monkeypatch, n_threads):
     # thread: the same neighbours and values as one block on the calling thread.
     rng = np.random.default_rng(8)
     features = rng.normal(size=(1500, 16))
-    expected = euclidean_neighbours(features, 12, working_memory=1000)
+    expected = euclidean_neighbors(features, 12, working_memory=1000)
     monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: n_threads)
-    found = euclidean_neighbours(features, 12, working_memory=0.15)
+    found = euclidean_neighbors(features, 12, working_memory=0.15)
     for part, expected_part in zip(found, expected):
         assert_array_equal(part, expected_part)
 
@@ -200,8 +200,8 @@ def test_every_size_of_group_and_its_tail(rng):
     # n_items % GROUP columns are in no group; around 4 k groups the bound changes path.
     for n_items in [GROUP * 40 - 1, GROUP * 40, GROUP * 40 + 5, GROUP * 330 + 3]:
         features = rng.normal(size=(n_items, 5))
-        assert_array_equal(euclidean_neighbours(features, 9)[0],
-                           reference_neighbours(features, 9)[0])
+        assert_array_equal(euclidean_neighbors(features, 9)[0],
+                           reference_neighbors(features, 9)[0])
 
 
 @pytest.mark.parametrize("n_items, n_features, k", [

@@ -21,12 +21,12 @@ import warnings
 import numpy as np
 import pytest
 from sweep_cases import SHAPE_PATTERN, Ctx, all_cases
-from sweep_cases_rerankers import neighbourhood_reranker_cases
+from sweep_cases_rerankers import neighborhood_reranker_cases
 from threadpoolctl import threadpool_limits
 
 pytestmark = pytest.mark.slow  # about 7,300 bad and edge inputs: not in the quick loop
 
-CASES = all_cases() + neighbourhood_reranker_cases()
+CASES = all_cases() + neighborhood_reranker_cases()
 
 
 def is_numpy_floating_point_warning(record):

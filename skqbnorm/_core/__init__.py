@@ -26,7 +26,7 @@ from ._finite import (
     largest_norm,
     products_stay_finite,
 )
-from ._knn import cosine_top_k, euclidean_neighbours
+from ._knn import cosine_top_k, euclidean_neighbors
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
 from ._parallel import (
@@ -90,7 +90,7 @@ __all__ = [
     "check_finite_block",
     "cosine_top_k",
     "embedding_products",
-    "euclidean_neighbours",
+    "euclidean_neighbors",
     "excess_over_mean",
     "finite_mean",
     "gallery_item",

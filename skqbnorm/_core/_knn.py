@@ -84,7 +84,7 @@ def threshold32(values, direction):
     return np.where(short, np.nextafter(rounded, np.float32(direction)), rounded)
 
 
-def euclidean_neighbours(features, n_neighbors, *, working_memory=None):
+def euclidean_neighbors(features, n_neighbors, *, working_memory=None):
     """Each row's ``n_neighbors`` nearest other rows (Euclidean distance), exactly.
 
     The neighbours of scikit-learn's brute-force

@@ -92,17 +92,17 @@ def load_digits_retrieval(*, n_gallery=800, drop=0.5, noise=2.5, random_state=0,
 
 @validate_params(
     {
-        "n_labelled_per_class": [NotBool(Integral, 1, SMALLEST_CLASS, closed="both")],
+        "n_labeled_per_class": [NotBool(Integral, 1, SMALLEST_CLASS, closed="both")],
         "n_pool": [NotBool(Integral, 1, None, closed="left")],
         "noise": [NotBool(Real, 0, None, closed="left"), None],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
-def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, noise=None, random_state=0):
+def load_digits_reranking(*, n_labeled_per_class=2, n_pool=400, noise=None, random_state=0):
     """Visual reranking lists on scikit-learn's handwritten digits.
 
-    A weak "text" engine — a logistic regression trained on ``n_labelled_per_class``
+    A weak "text" engine — a logistic regression trained on ``n_labeled_per_class``
     labelled images per class — scores a pool of ``n_pool`` unlabelled images for
     each of the ten digit classes (one query per class). Each query's list is the
     whole pool, its initial scores the classifier's probabilities for the class,
@@ -114,7 +114,7 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, noise=None, ran
 
     Parameters
     ----------
-    n_labelled_per_class : int, default=2
+    n_labeled_per_class : int, default=2
         Labelled images per class used to train the initial scorer, in [1, 174]
         (the smallest class).
     n_pool : int, default=400
@@ -150,14 +150,14 @@ def load_digits_reranking(*, n_labelled_per_class=2, n_pool=400, noise=None, ran
     rng = check_random_state(random_state)
     digits = load_digits()
     labelled = np.concatenate([
-        rng.choice(np.flatnonzero(digits.target == k), n_labelled_per_class, replace=False)
+        rng.choice(np.flatnonzero(digits.target == k), n_labeled_per_class, replace=False)
         for k in range(10)
     ])
     unlabelled = np.setdiff1d(np.arange(len(digits.target)), labelled)
     if n_pool > len(unlabelled):
         raise ValueError(
             f"n_pool={n_pool} exceeds the {len(unlabelled)} digits left unlabelled by "
-            f"n_labelled_per_class={n_labelled_per_class}."
+            f"n_labeled_per_class={n_labeled_per_class}."
         )
     pool = rng.choice(unlabelled, n_pool, replace=False)
     groups = np.repeat(np.arange(10), n_pool)

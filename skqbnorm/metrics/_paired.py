@@ -1,7 +1,6 @@
 """Paired comparison of two rankings of the same queries: changes, bootstrap intervals, McNemar."""
 
 import numbers
-import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -262,11 +261,6 @@ class PairedMeanChange(IntervalEnds):
     resampled_changes : ndarray of shape (n_resamples,)
         Every resample's change.
 
-    Notes
-    -----
-    Iterating gives ``(change, low, high)``, as the tuple ``paired_mean_change``
-    returned before 1.0; that is deprecated (a FutureWarning) and ends in 1.1.
-
     Examples
     --------
     >>> from skqbnorm.metrics import paired_mean_change
@@ -284,13 +278,6 @@ class PairedMeanChange(IntervalEnds):
     n_resamples: int
     confidence: float
     resampled_changes: np.ndarray = field(compare=False)
-
-    def __iter__(self):
-        warnings.warn(
-            "unpacking paired_mean_change as (change, low, high) is deprecated and ends in "
-            "1.1; read its change, low and high (or interval) attributes.", FutureWarning,
-            stacklevel=2)
-        return iter((self.change, self.low, self.high))
 
     def to_dict(self):
         """Give the result as plain values, without the resamples.

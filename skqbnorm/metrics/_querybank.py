@@ -16,7 +16,6 @@ from .._validation import (
     float_dtype,
     naming,
     prepared_gallery,
-    renamed_attribute,
     warn_caller,
 )
 
@@ -175,8 +174,6 @@ class QueryBankDiagnostics:
         """
         return (self.nn_outlier_share is not None
                 and self.nn_outlier_share > self.max_outlier_share)
-
-    neighbour_gap = renamed_attribute("neighbour_gap", "neighbor_gap")
 
     @property
     def out_of_domain(self):
@@ -382,7 +379,7 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
                                         name="the Wasserstein distance of their top-1 similarities"),
         "depth": depth,
         **_depth_figures(bank_deep, query_deep[:, 0], bank_depths),
-        **_neighbour_figures(bank, queries, gallery, metric, dtype, working_memory),
+        **_neighbor_figures(bank, queries, gallery, metric, dtype, working_memory),
         "max_ks": max_ks, "max_outlier_share": max_outlier_share,
     }
     report = QueryBankDiagnostics(**figures, warnings=())
@@ -536,7 +533,7 @@ def nearest_bank_similarity(bank, others=None, *, metric="cosine", working_memor
     return nearest
 
 
-def _neighbour_figures(bank, queries, gallery, metric, dtype, working_memory):
+def _neighbor_figures(bank, queries, gallery, metric, dtype, working_memory):
     if gallery is None or len(bank) < 2:
         return {"query_bank_nn_median": None, "bank_nn_median": None, "nn_outlier_share": None}
     bank, queries = bank.astype(dtype, copy=False), queries.astype(dtype, copy=False)

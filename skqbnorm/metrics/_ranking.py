@@ -1,7 +1,5 @@
 """Ranking quality (average precision) and the ranking distances of Bayesian reranking."""
 
-import warnings
-
 import numpy as np
 
 from .._validation import (
@@ -22,17 +20,8 @@ def check_ap_options(n, denominator):
     return None if n is None else check_int(n, "n", low=1)
 
 
-def renamed_denominator(denominator, normaliser):
-    """``denominator``, or the deprecated ``normaliser`` given in its place (with a
-    FutureWarning)."""
-    if normaliser is None:
-        return denominator
-    warnings.warn("normaliser was renamed denominator in skqbnorm 1.0 and will be removed in "
-                  "1.1; pass denominator=.", FutureWarning, stacklevel=3)
-    return normaliser
 
-
-def average_precision(scores, relevance, n=None, *, denominator="relevant", normaliser=None):
+def average_precision(scores, relevance, n=None, *, denominator="relevant"):
     """Average precision of the list ordered by decreasing score.
 
     ``AP@n = (1 / R_n) sum_{k <= n} rel_k * precision@k``. Tied scores are ordered
@@ -52,8 +41,6 @@ def average_precision(scores, relevance, n=None, *, denominator="relevant", norm
         relevant items below the cut-off count as misses, as in TRECVID's
         inferred AP at depth n); ``"truncated"`` by ``min(R, n)``, so a perfect
         top n scores 1. The two agree when ``R <= n``.
-    normaliser : {"relevant", "truncated"}, default=None
-        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -78,15 +65,13 @@ def average_precision(scores, relevance, n=None, *, denominator="relevant", norm
     >>> average_precision([0.9, 0.8, 0.7, 0.6], [0, 1, 1, 1], n=2, denominator="truncated")
     0.25
     """
-    denominator = renamed_denominator(denominator, normaliser)
     depth = check_ap_options(n, denominator)
     scores, relevance = _scores_and_labels(scores, relevance)
     query = np.zeros(len(scores), dtype=np.intp)
     return float(_average_precisions(scores, relevance, query, 1, depth, denominator)[0])
 
 
-def mean_average_precision(scores, relevance, groups, n=None, *, denominator="relevant",
-                           normaliser=None):
+def mean_average_precision(scores, relevance, groups, n=None, *, denominator="relevant"):
     """Mean over queries of :func:`average_precision`, one query per group.
 
     Parameters
@@ -99,8 +84,6 @@ def mean_average_precision(scores, relevance, groups, n=None, *, denominator="re
         As in :func:`average_precision`.
     denominator : {"relevant", "truncated"}, default="relevant"
         As in :func:`average_precision`.
-    normaliser : {"relevant", "truncated"}, default=None
-        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -114,7 +97,6 @@ def mean_average_precision(scores, relevance, groups, n=None, *, denominator="re
     >>> mean_average_precision([3, 2, 1, 3, 2, 1], [1, 0, 0, 0, 0, 1], [0, 0, 0, 1, 1, 1])
     0.6666...
     """
-    denominator = renamed_denominator(denominator, normaliser)
     return float(np.mean(average_precisions(scores, relevance, groups, n, denominator=denominator)))
 
 
@@ -123,8 +105,7 @@ def _scores_and_labels(scores, relevance):
     return scores, check_labels(relevance, "relevance", len(scores))
 
 
-def average_precisions(scores, relevance, groups, n=None, *, denominator="relevant",
-                       normaliser=None):
+def average_precisions(scores, relevance, groups, n=None, *, denominator="relevant"):
     """Average precision of every query's list: the terms of :func:`mean_average_precision`.
 
     For a paired comparison of two rankings of the same lists (e.g. before and
@@ -140,8 +121,6 @@ def average_precisions(scores, relevance, groups, n=None, *, denominator="releva
         As in :func:`average_precision`.
     denominator : {"relevant", "truncated"}, default="relevant"
         As in :func:`average_precision`.
-    normaliser : {"relevant", "truncated"}, default=None
-        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -154,7 +133,6 @@ def average_precisions(scores, relevance, groups, n=None, *, denominator="releva
     >>> average_precisions([3, 2, 1, 3, 2, 1], [1, 0, 0, 0, 0, 1], ["b", "b", "b", "a", "a", "a"])
     array([0.3333..., 1.        ])
     """
-    denominator = renamed_denominator(denominator, normaliser)
     depth = check_ap_options(n, denominator)
     scores, relevance = _scores_and_labels(scores, relevance)
     labels, query = _query_numbers(groups, len(scores))

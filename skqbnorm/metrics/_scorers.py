@@ -3,7 +3,7 @@
 from sklearn.utils.metadata_routing import MetadataRequest
 
 from .._validation import check_option
-from ._ranking import check_ap_options, mean_average_precision, renamed_denominator
+from ._ranking import check_ap_options, mean_average_precision
 from ._retrieval import TIES, retrieval_metrics
 
 _SCORES = ("R@1", "R@5", "R@10", "R@50", "geometric_mean")
@@ -120,7 +120,7 @@ class MAPScorer:
         return f"make_map_scorer(n={self.n!r}, denominator={self.denominator!r})"
 
 
-def make_map_scorer(n=None, *, denominator="relevant", normaliser=None):
+def make_map_scorer(n=None, *, denominator="relevant"):
     """A MAP scorer for ``GridSearchCV`` over rerankers, with whole queries per fold.
 
     Needs scikit-learn's metadata routing
@@ -136,8 +136,6 @@ def make_map_scorer(n=None, *, denominator="relevant", normaliser=None):
         Cut-off depth of AP, ``n >= 1``; None evaluates whole lists.
     denominator : {"relevant", "truncated"}, default="relevant"
         AP's denominator.
-    normaliser : {"relevant", "truncated"}, default=None
-        Deprecated alias of ``denominator`` (renamed in 1.0, removed in 1.1).
 
     Returns
     -------
@@ -169,4 +167,4 @@ def make_map_scorer(n=None, *, denominator="relevant", normaliser=None):
     >>> search.best_params_["c"] in (0.01, 1.0, 100.0)
     True
     """
-    return MAPScorer(n, denominator=renamed_denominator(denominator, normaliser))
+    return MAPScorer(n, denominator=denominator)

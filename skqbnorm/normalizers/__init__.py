@@ -1,6 +1,5 @@
 """Querybank normalisers: scikit-learn transformers that rescale query similarities."""
 
-from .._validation import renamed_names
 from ._base import BankPasses, QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -35,9 +34,3 @@ __all__ = [
     "QueryBankZNorm",
     "SinkhornNormalization",
 ]
-
-__getattr__ = renamed_names(__name__, {
-    "QueryBankNormaliser": "QueryBankNormalizer",
-    "SinkhornNormalisation": "SinkhornNormalization",
-    "DualBankSinkhornNormalisation": "DualBankSinkhornNormalization",
-})

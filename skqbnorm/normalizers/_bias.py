@@ -12,7 +12,6 @@ one-hot tail, ``[q, e_f]`` (all zeros for a query left raw): one index serves ev
 row, and the raw search for the gate is the search with ``[q, 0]``.
 """
 
-import warnings
 
 import numpy as np
 from sklearn.utils import gen_batches
@@ -118,12 +117,6 @@ class BiasFormMixin:
         for form, (_, gate) in enumerate(self._gated_biases()):
             forms[slice(None) if gate is None else gate[top1]] = form
         return forms
-
-    def normalised_rows(self, top1):
-        """Deprecated alias of :meth:`normalized_rows` (renamed in 1.0, removed in 1.1)."""
-        warnings.warn("normalised_rows was renamed normalized_rows in skqbnorm 1.0; the old "
-                      "name will be removed in 1.1.", FutureWarning, stacklevel=2)
-        return self.normalized_rows(top1)
 
     def normalized_rows(self, top1):
         """Whether each query's row is normalised (any gate open), given its raw top-1.

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 #: The gallery-bank inputs a dual-bank normaliser's fit may take (None: it takes none).
 GALLERY_BANK_INPUTS = (None, "gallery_bank", "querybank_to_gallery_bank")
-#: How :class:`~skqbnorm.index.NormalisedIndex` serves a normaliser (None: refused).
+#: How :class:`~skqbnorm.index.NormalizedIndex` serves a normaliser (None: refused).
 INDEX_SERVING = ("bias", "rerank", None)
 
 

@@ -1,10 +1,8 @@
 """Centering: the querybank's column mean as a baseline normaliser, and DN."""
 
-import warnings
 from numbers import Real
 
 import numpy as np
-from sklearn.utils._param_validation import Hidden, StrOptions
 
 from .._core import ColumnMean
 from .._validation import NotBool
@@ -36,9 +34,6 @@ class Centering(BiasFormMixin, QueryBankNormalizer):
     alpha : float, default=1.0
         Multiple of the bank's mean similarity subtracted, >= 0: 1 is CENT, 0.5 DN
         (the bias weight, named as in :class:`NearestNeighborNormalization`).
-    weight : float, default="deprecated"
-        Deprecated alias of ``alpha`` (renamed in 1.0, removed in 1.1): when given,
-        fit uses it and warns.
     metric : {"cosine", "dot"}, default="cosine"
         Similarity used in embedding mode.
     working_memory : float, default=None
@@ -86,14 +81,11 @@ class Centering(BiasFormMixin, QueryBankNormalizer):
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
         "alpha": [NotBool(Real, 0, np.inf, closed="left")],
-        "weight": [NotBool(Real, 0, np.inf, closed="left"), Hidden(StrOptions({"deprecated"}))],
     }
 
-    def __init__(self, alpha=1.0, *, weight="deprecated", metric="cosine", working_memory=None,
-                 n_jobs=None):
+    def __init__(self, alpha=1.0, *, metric="cosine", working_memory=None, n_jobs=None):
         super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
         self.alpha = alpha
-        self.weight = weight
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnMean(n_gallery)]
@@ -101,15 +93,7 @@ class Centering(BiasFormMixin, QueryBankNormalizer):
     def _learn(self, reducers):
         self.bank_mean_ = reducers[0].result()
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
-            self._bias = self._bias_weight() * self.bank_mean_  # the mean itself for alpha=1
-
-    def _bias_weight(self):
-        """``alpha``, or the deprecated ``weight`` given in its place (with a FutureWarning)."""
-        if isinstance(self.weight, str) and self.weight == "deprecated":
-            return self.alpha
-        warnings.warn("Centering's weight was renamed alpha in skqbnorm 1.0 and will be removed "
-                      "in 1.1; pass alpha=.", FutureWarning, stacklevel=4)
-        return self.weight
+            self._bias = self.alpha * self.bank_mean_  # the mean itself for alpha=1
 
     def _gallery_bias(self):
         return self._bias

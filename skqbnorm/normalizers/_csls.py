@@ -5,7 +5,7 @@ from numbers import Integral
 import numpy as np
 
 from .._core import ColumnTopKMean, finite_mean, row_top_k
-from .._validation import NotBool, renamed_attribute
+from .._validation import NotBool
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -69,8 +69,6 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
         "k": [NotBool(Integral, 1, None, closed="left")],
     }
 
-    bank_neighbourhood_ = renamed_attribute("bank_neighbourhood_", "bank_neighborhood_")
-
     def __init__(self, k=10, *, metric="cosine", working_memory=None, n_jobs=None):
         super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)
         self.k = k
@@ -133,10 +131,10 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
             The similarities, missing ones filled with the mean of those found, so
             that ``r_G(q)`` is their mean.
         """
-        return np.sort(_neighbourhood_of_found(neighbor_sims[:, : self.k]), axis=1)
+        return np.sort(_neighborhood_of_found(neighbor_sims[:, : self.k]), axis=1)
 
 
-def _neighbourhood_of_found(sims):
+def _neighborhood_of_found(sims):
     """Each row's raw top k for CSLS's ``r_G(q)``, where the index found fewer than k
     (-inf) the missing ones taken as the mean of those found, so that ``r_G(q)`` is
     their mean (0 in a row of none: its scores are all -inf anyway)."""

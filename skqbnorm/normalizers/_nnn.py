@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._core import ColumnTopKMean
-from .._validation import NotBool, renamed_attribute
+from .._validation import NotBool
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -96,8 +96,6 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
         "k": [NotBool(Integral, 1, None, closed="left")],
         "alpha": [NotBool(Real, 0, np.inf, closed="left")],
     }
-
-    bank_neighbourhood_ = renamed_attribute("bank_neighbourhood_", "bank_neighborhood_")
 
     def __init__(self, k=32, alpha=1.0, *, metric="cosine", working_memory=None, n_jobs=None):
         super().__init__(metric=metric, working_memory=working_memory, n_jobs=n_jobs)

@@ -9,13 +9,12 @@ from joblib import Parallel, delayed
 from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Hidden, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
 from ._graph import (
-    OLD_LAPLACIAN_SPELLINGS,
     affinity,
     degrees,
     is_normalized,
@@ -23,7 +22,6 @@ from ._graph import (
     one_thread,
     pair_laplacian,
     thread_limit,
-    warn_of_old_spelling,
 )
 from ._pairs import select_pairs
 from ._solvers import (
@@ -149,7 +147,6 @@ class BayesianReranker(BaseEstimator):
         self : object
             Fitted reranker, with ``scores_`` and per-list diagnostics.
         """
-        warn_of_old_spelling(getattr(self, "laplacian", None))
         X, y, self.group_labels_, lists = split_lists(X, y, groups)
         (results,) = self._path(X, y, lists, [self.c])
         return self._record(results, lists, X.shape)
@@ -191,7 +188,6 @@ class BayesianReranker(BaseEstimator):
         >>> bool(np.all(path[1].scores_ == PointwiseReranker(c=1.0).fit_predict(features, initial)))
         True
         """
-        warn_of_old_spelling(getattr(self, "laplacian", None))
         cs = checked_cs(cs)
         X, y, labels, lists = split_lists(X, y, groups)
         fitted = []
@@ -509,8 +505,7 @@ class PairwiseReranker(BayesianReranker):
 
     _parameter_constraints: dict = {
         **BayesianReranker._parameter_constraints,
-        "laplacian": [StrOptions({"unnormalized", "normalized"}),
-                      Hidden(StrOptions(set(OLD_LAPLACIAN_SPELLINGS)))],
+        "laplacian": [StrOptions({"unnormalized", "normalized"})],
         "pairs": [StrOptions({"all", "rho_adjacent", "top_bottom", "clustering"})],
         "rho": [Interval(Integral, 1, None, closed="left")],
         "n_top": [Interval(Integral, 1, None, closed="left")],

@@ -1,10 +1,10 @@
 """Baseline rerankers: point-wise distance and random walk."""
 
 import numpy as np
-from sklearn.utils._param_validation import Hidden, StrOptions
+from sklearn.utils._param_validation import StrOptions
 
 from ._base import BayesianReranker, score_scale, trace_or_one
-from ._graph import OLD_LAPLACIAN_SPELLINGS, degrees, is_normalized, laplacian, quadratic_form
+from ._graph import degrees, is_normalized, laplacian, quadratic_form
 from ._solvers import solve_anchored
 
 
@@ -84,8 +84,7 @@ class PointwiseReranker(BayesianReranker):
 
     _parameter_constraints: dict = {
         **BayesianReranker._parameter_constraints,
-        "laplacian": [StrOptions({"unnormalized", "normalized"}),
-                      Hidden(StrOptions(set(OLD_LAPLACIAN_SPELLINGS)))],
+        "laplacian": [StrOptions({"unnormalized", "normalized"})],
     }
 
     def __init__(self, c="auto", *, graph="knn", n_neighbors=10, sigma="median",

@@ -11,12 +11,12 @@ from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
 from .._validation import warn_caller
 from ._base import checked_cs, score_scale, which_lists
-from ._graph import degrees, most_similar, neighbour_matrix, unit_rows
-from ._neighbourhood import NeighbourhoodReranker
+from ._graph import degrees, most_similar, neighbor_matrix, unit_rows
+from ._neighborhood import NeighborhoodReranker
 from ._solvers import TOLERANCE, conjugate_gradients
 
 
-class DiffusionReranker(NeighbourhoodReranker):
+class DiffusionReranker(NeighborhoodReranker):
     """Diffusion of the initial scores over the samples' mutual k-NN graph (manifold ranking).
 
     The affinity of samples i and j (Iscen et al., CVPR 2017) is
@@ -105,7 +105,7 @@ class DiffusionReranker(NeighbourhoodReranker):
     strength_grid = (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 
     _parameter_constraints: dict = {
-        **NeighbourhoodReranker._parameter_constraints,
+        **NeighborhoodReranker._parameter_constraints,
         "alpha": [Interval(Real, 0, 1, closed="left")],
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
         "gamma": [Interval(Real, 0, None, closed="left")],
@@ -197,8 +197,8 @@ def mutual_affinity(unit, n_neighbors, gamma):
     included), zero diagonal, sparse and symmetric."""
     neighbours, similarities, _ = most_similar(unit, n_neighbors + 1)
     n_items = len(unit)
-    forward = neighbour_matrix(neighbours, n_items, np.maximum(similarities, 0.0) ** gamma)
-    mutual = forward.multiply(neighbour_matrix(neighbours, n_items).T).tocsr()
+    forward = neighbor_matrix(neighbours, n_items, np.maximum(similarities, 0.0) ** gamma)
+    mutual = forward.multiply(neighbor_matrix(neighbours, n_items).T).tocsr()
     mutual = mutual - sparse.diags(mutual.diagonal())
     mutual.eliminate_zeros()
     return mutual

@@ -7,7 +7,6 @@ the graph of ``sigma="median"`` is the same, to rounding, for features multiplie
 any positive factor.
 """
 
-import warnings
 from contextlib import nullcontext
 from functools import cache
 
@@ -16,7 +15,7 @@ from scipy import sparse
 from sklearn.metrics import pairwise_distances
 from threadpoolctl import ThreadpoolController
 
-from .._core import cosine_top_k, euclidean_neighbours, prepare_embeddings, row_top_k_indices
+from .._core import cosine_top_k, euclidean_neighbors, prepare_embeddings, row_top_k_indices
 from .._validation import warn_caller
 
 #: Edge lengths beyond this many kernel widths get weight exp(-40^2 / 2) = 0 in
@@ -36,7 +35,7 @@ BLOCK_VALUES = 2**20
 #: Distance computations (items^2 x features) below which a list is reranked on one
 #: thread: waking BLAS's and OpenMP's thread pools for a small list's k-NN search
 #: costs more than the search itself, and the float32 products of
-#: ``euclidean_neighbours`` gain little from more threads at that size.
+#: ``euclidean_neighbors`` gain little from more threads at that size.
 SERIAL_WORK = 2**29
 
 
@@ -81,7 +80,7 @@ def affinity(features, *, graph="knn", n_neighbors=10, sigma="median", warn=True
     if graph == "dense" or n_neighbors >= n_items - 1:
         rows, cols, lengths = all_pairs(scaled)
     else:
-        rows, cols, lengths = nearest_neighbour_edges(scaled, n_neighbors)
+        rows, cols, lengths = nearest_neighbor_edges(scaled, n_neighbors)
     weights = gaussian(lengths, exponent, sigma)
     if warn and not weights.any():
         warn_caller(
@@ -152,13 +151,13 @@ def all_pairs(features):
     return rows, cols, lengths
 
 
-def nearest_neighbour_edges(features, n_neighbors):
+def nearest_neighbor_edges(features, n_neighbors):
     """Each item's ``n_neighbors`` nearest other items (directed edges) and distances.
 
     An item is left out of its own neighbours (duplicates are not); ties go to the
     lower index; the lengths are those of ``edge_lengths``.
     """
-    cols, lengths = euclidean_neighbours(features, n_neighbors)
+    cols, lengths = euclidean_neighbors(features, n_neighbors)
     rows = np.repeat(np.arange(len(features)), n_neighbors)
     return rows, cols.ravel(), lengths.ravel()
 
@@ -199,21 +198,9 @@ def degrees(weights):
     return np.asarray(weights.sum(axis=1)).ravel()
 
 
-#: ``laplacian``'s values as spelt before 1.0, accepted with a FutureWarning until 1.1.
-OLD_LAPLACIAN_SPELLINGS = {"unnormalised": "unnormalized", "normalised": "normalized"}
-
-
 def is_normalized(kind):
     """Whether the ``laplacian`` option ``kind`` asks for the normalised Laplacian."""
-    return OLD_LAPLACIAN_SPELLINGS.get(kind, kind) == "normalized"
-
-
-def warn_of_old_spelling(kind):
-    """A FutureWarning when ``kind`` is a ``laplacian`` value as spelt before 1.0."""
-    if kind in OLD_LAPLACIAN_SPELLINGS:
-        warnings.warn(f"laplacian={kind!r} is spelt {OLD_LAPLACIAN_SPELLINGS[kind]!r} since "
-                      "skqbnorm 1.0; the old spelling will be removed in 1.1.", FutureWarning,
-                      stacklevel=4)
+    return kind == "normalized"
 
 
 def laplacian(weights, *, normalized=False):
@@ -292,7 +279,7 @@ def most_similar(unit, n_neighbors, query=None, least=False):
     return neighbours, similarities, smallest
 
 
-def neighbour_matrix(neighbours, n_nodes, values=None):
+def neighbor_matrix(neighbours, n_nodes, values=None):
     """Sparse ``(n_nodes, n_nodes)`` matrix with ``values`` (default 1) at ``(i, neighbours[i])``.
 
     ``neighbours[i]`` are distinct: the rows are built in place, their columns sorted

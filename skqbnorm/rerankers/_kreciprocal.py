@@ -7,8 +7,8 @@ from scipy import sparse
 from sklearn.base import _fit_context
 
 from .._validation import NotBool as Interval
-from ._graph import most_similar, neighbour_matrix, node_similarities, unit_rows
-from ._neighbourhood import CosineQueryReranker
+from ._graph import most_similar, neighbor_matrix, node_similarities, unit_rows
+from ._neighborhood import CosineQueryReranker
 
 
 class KReciprocalReranker(CosineQueryReranker):
@@ -185,7 +185,7 @@ def k_reciprocal_parts(unit, query, k1, k2):
     encoding = sparse.csr_matrix((weights / totals[expanded.row], (expanded.row, expanded.col)),
                                  shape=(n_nodes, n_nodes))
     if k2 != 1:
-        nearest = neighbour_matrix(neighbours[:, :k2], n_nodes)
+        nearest = neighbor_matrix(neighbours[:, :k2], n_nodes)
         encoding = sparse.diags(1.0 / np.diff(nearest.indptr)) @ nearest @ encoding
     # The query's Jaccard row: sum_l min(V_ql, V_jl) over the query's support l (summed
     # in increasing l for every j).
@@ -209,5 +209,5 @@ def reciprocal_sets(neighbours, n_nodes):
     of the smallest integer type that counts a row's entries (products of such matrices
     run about twice as fast as in float64)."""
     ones = np.ones(neighbours.shape, dtype=np.min_scalar_type(neighbours.shape[1]))
-    forward = neighbour_matrix(neighbours, n_nodes, ones)
+    forward = neighbor_matrix(neighbours, n_nodes, ones)
     return forward.multiply(forward.T).tocsr()

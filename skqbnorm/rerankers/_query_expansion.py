@@ -7,8 +7,8 @@ from sklearn.base import _fit_context
 
 from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
-from ._graph import most_similar, neighbour_matrix, unit_rows
-from ._neighbourhood import CosineQueryReranker
+from ._graph import most_similar, neighbor_matrix, unit_rows
+from ._neighborhood import CosineQueryReranker
 
 
 class QueryExpansionReranker(CosineQueryReranker):
@@ -157,7 +157,7 @@ def augmented(unit, query, neighbours, similarities, alpha):
     from each sample's most similar samples (``neighbours``, itself included) and their
     cosines ``similarities``."""
     n_items = len(unit)
-    weights = neighbour_matrix(neighbours, n_items, np.maximum(similarities, 0.0) ** alpha)
+    weights = neighbor_matrix(neighbours, n_items, np.maximum(similarities, 0.0) ** alpha)
     summed = weights @ unit
     norms = np.sqrt(np.einsum("ij,ij->i", summed, summed))
     inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)

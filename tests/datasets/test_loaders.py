@@ -18,7 +18,7 @@ from skqbnorm.datasets import (
     (lambda: load_digits_retrieval(dtype=int), r"dtype must be a float dtype such as np.float32; got int64"),
     (lambda: load_digits_reranking(n_pool=0), r"'n_pool' parameter of load_digits_reranking"),
     (lambda: load_digits_reranking(n_pool=5000), r"n_pool=5000 exceeds the 1777 digits left unlabelled"),
-    (lambda: load_digits_reranking(n_labelled_per_class=175), r"'n_labelled_per_class' .* \[1, 174\]"),
+    (lambda: load_digits_reranking(n_labeled_per_class=175), r"'n_labeled_per_class' .* \[1, 174\]"),
     (lambda: make_hubness_sims(10, 0, 20), r"'n_gallery' parameter of make_hubness_sims"),
     (lambda: make_hubness_sims(10, 5, 20, hub_spread=-1.0), r"'hub_spread' parameter"),
     (lambda: make_hubness_sims(10, 5, 20, scale=0.0), r"'scale' parameter"),

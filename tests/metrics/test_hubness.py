@@ -119,7 +119,7 @@ def test_bad_counts_are_refused(counts, message):
         hubness_from_counts(counts, k=1)
 
 
-def test_default_neighbourhood_is_ten(rng):
+def test_default_neighborhood_is_ten(rng):
     sims = tied_matrix(rng, (15, 12))
     assert_array_equal(k_occurrence(sims), k_occurrence(sims, 10))
     assert hubness(sims) == hubness(sims, 10)

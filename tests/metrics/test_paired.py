@@ -315,13 +315,13 @@ def test_paired_mean_change_refuses_differences_beyond_float64(values_a, values_
     assert edge.change == largest and np.isfinite(edge.interval).all()
 
 
-def test_unpacking_paired_mean_change_is_deprecated_but_works():
+def test_paired_mean_change_is_a_result_not_a_tuple():
     from skqbnorm.metrics import PairedMeanChange, paired_mean_change
 
     result = paired_mean_change([0.1, 0.5, 0.2], [0.3, 0.4, 0.6], n_resamples=50, random_state=1)
     assert isinstance(result, PairedMeanChange)
-    with pytest.warns(FutureWarning, match="unpacking paired_mean_change"):
-        change, low, high = result
-    assert (change, low, high) == (result.change, *result.interval)
-    assert result.to_dict()["high"] == high and result.to_dict()["n_queries"] == 3
+    with pytest.raises(TypeError):
+        iter(result)
+    assert (result.low, result.high) == result.interval
+    assert result.to_dict()["high"] == result.high and result.to_dict()["n_queries"] == 3
     assert repr(result).startswith("Change b - a of the mean over 3 queries: +0.1667 ([")

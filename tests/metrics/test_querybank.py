@@ -60,7 +60,7 @@ def dense_reference(bank_sims, query_sims, k, gallery_bank_sims=None, depth=10):
     return figures
 
 
-def neighbour_reference(bank, queries):
+def neighbor_reference(bank, queries):
     """Nearest-bank similarities of queries, and the bank's own (diagonal excluded)."""
     bank, queries = unit_rows(bank), unit_rows(queries)
     nearest = (queries @ bank.T).max(axis=1)
@@ -111,7 +111,7 @@ def test_embedding_figures_equal_a_dense_reference(embeddings):
     sims = {name: unit_rows(embeddings[name]) @ gallery.T
             for name in ("bank", "queries", "gallery_bank")}
     expected = dense_reference(sims["bank"], sims["queries"], 1, sims["gallery_bank"])
-    assert_figures(report, {**expected, **neighbour_reference(embeddings["bank"],
+    assert_figures(report, {**expected, **neighbor_reference(embeddings["bank"],
                                                               embeddings["queries"])})
 
 
@@ -251,7 +251,7 @@ def test_inputs_are_left_unchanged(embeddings, metric):
         np.testing.assert_array_equal(array, copies[name])
 
 
-def test_a_single_bank_query_has_no_neighbour_figures(embeddings):
+def test_a_single_bank_query_has_no_neighbor_figures(embeddings):
     report = querybank_diagnostics(embeddings["bank"][:1], embeddings["queries"],
                                    gallery=embeddings["gallery"], warn=False)
     assert report.nn_outlier_share is None and report.bank_nn_median is None

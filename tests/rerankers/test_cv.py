@@ -44,7 +44,7 @@ NEIGHBOURHOOD = [
 @pytest.mark.slow
 @pytest.mark.parametrize(("reranker", "name", "values"), NEIGHBOURHOOD,
                          ids=lambda p: type(p).__name__ if isinstance(p, BaseEstimator) else "")
-def test_neighbourhood_reranker_cv_chooses_what_grid_search_chooses(reranker, name, values):
+def test_neighborhood_reranker_cv_chooses_what_grid_search_chooses(reranker, name, values):
     features, initial, groups, relevance = cosine_lists()
     with sklearn.config_context(enable_metadata_routing=True):
         grid = GridSearchCV(reranker, {name: values}, scoring=make_map_scorer(n=20),
@@ -65,7 +65,7 @@ def test_neighbourhood_reranker_cv_chooses_what_grid_search_chooses(reranker, na
     assert search.average_precisions_.shape == (len(values), 10)
 
 
-def test_neighbourhood_fold_score_is_the_map_of_a_plain_fit():
+def test_neighborhood_fold_score_is_the_map_of_a_plain_fit():
     # An independent recomputation of every fold's score from fit_predict on that fold.
     features, initial, groups, relevance = cosine_lists(n_queries=6, n_items=25, seed=3)
     values = [0.5, 0.9]

@@ -15,7 +15,7 @@ from skqbnorm import PointwiseReranker, PreferenceStrengthReranker
 from skqbnorm.catalogue import rerankers
 from skqbnorm.rerankers import _graph
 from skqbnorm.rerankers._graph import affinity, degrees, laplacian, pair_laplacian
-from skqbnorm.rerankers._neighbourhood import CosineQueryReranker
+from skqbnorm.rerankers._neighborhood import CosineQueryReranker
 
 # x = [0, 1, 3] on a line: lengths 1, 3, 2; the median, sigma = 2.
 W01, W02, W12 = 0.8824969025845955, 0.32465246735834974, 0.6065306597126334  # e^-1/8, -9/8, -1/2
@@ -198,7 +198,7 @@ def test_numeric_sigma_matches_the_plain_loop_reference(rng, sigma):
         assert_allclose(weights, reference_affinity(features, graph, 3, sigma), rtol=1e-9)
 
 
-def test_knn_with_n_items_minus_one_neighbours_is_the_dense_graph(rng):
+def test_knn_with_n_items_minus_one_neighbors_is_the_dense_graph(rng):
     features = rng.normal(size=(8, 4))
     dense = affinity(features, graph="dense").toarray()
     for n_neighbors in [7, 8, 100]:
@@ -349,7 +349,7 @@ def test_pair_laplacian_matches_the_sum_of_pair_terms(rng):
 # float64 cosine matrix.
 
 
-def sklearn_neighbours(features, n_neighbors):
+def sklearn_neighbors(features, n_neighbors):
     indices = NearestNeighbors(n_neighbors=n_neighbors).fit(features).kneighbors(
         return_distance=False)
     rows = np.repeat(np.arange(len(features)), n_neighbors)
@@ -374,7 +374,7 @@ def test_every_reranker_scores_as_with_the_plain_searches(monkeypatch, n_items):
     scores = {}
     for searches in ["library", "plain"]:
         if searches == "plain":
-            monkeypatch.setattr(_graph, "euclidean_neighbours", sklearn_neighbours)
+            monkeypatch.setattr(_graph, "euclidean_neighbors", sklearn_neighbors)
             monkeypatch.setattr(_graph, "cosine_top_k", dense_cosine_top_k)
         for cls in rerankers():
             y = cosines if issubclass(cls, CosineQueryReranker) else initial

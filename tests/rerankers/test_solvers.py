@@ -308,7 +308,7 @@ def test_small_lists_build_their_graph_and_every_list_solves_on_one_thread(monke
     from skqbnorm.rerankers import _graph
 
     seen = {}
-    real_edges, real_solve = _graph.nearest_neighbour_edges, _solvers.solve_by_cost
+    real_edges, real_solve = _graph.nearest_neighbor_edges, _solvers.solve_by_cost
 
     def edges(features, n_neighbors):
         seen.setdefault("graph", []).append(max(p["num_threads"] for p in threadpool_info()))
@@ -318,7 +318,7 @@ def test_small_lists_build_their_graph_and_every_list_solves_on_one_thread(monke
         seen.setdefault("solve", []).append(max(p["num_threads"] for p in threadpool_info()))
         return real_solve(*args, **kwargs)
 
-    monkeypatch.setattr(_graph, "nearest_neighbour_edges", edges)
+    monkeypatch.setattr(_graph, "nearest_neighbor_edges", edges)
     monkeypatch.setattr(_solvers, "solve_by_cost", solve)
     monkeypatch.setattr(_graph, "SERIAL_WORK", 2**26)
     rng = np.random.default_rng(3)

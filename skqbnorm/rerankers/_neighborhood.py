@@ -17,7 +17,7 @@ from ._base import checked_cs, split_lists
 COSINE_SLACK = 1e-6
 
 
-class NeighbourhoodReranker(BaseEstimator):
+class NeighborhoodReranker(BaseEstimator):
     """Base class of the neighbourhood rerankers; not for direct use.
 
     ``fit(X, y, groups=None)`` reranks every list (the rows of one value of
@@ -144,12 +144,12 @@ class NeighbourhoodReranker(BaseEstimator):
         return tags
 
 
-class CosineQueryReranker(NeighbourhoodReranker):
+class CosineQueryReranker(NeighborhoodReranker):
     """Base of the neighbourhood rerankers that set the initial scores beside the
     features' cosines, so need them on the cosine scale (``initial``)."""
 
     _parameter_constraints: dict = {
-        **NeighbourhoodReranker._parameter_constraints,
+        **NeighborhoodReranker._parameter_constraints,
         "initial": [StrOptions({"cosine", "minmax"})],
     }
 
