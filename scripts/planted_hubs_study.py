@@ -4,49 +4,78 @@ For every shipped set, the bank's rows are split once (seed 0): the attacker's p
 (its first 1,000 rows where the bank holds at least 2,000, else its first 100) and
 the defender's bank, the rest; the attacker's sample of 100 is the pool's first 100
 rows. The test queries are the set's queries, which no attack reads. Each attack
-(centroid, optimised, adaptive) plants 1, 10 and 100 items; the adaptive one is
-crafted against each column's normaliser, with the attacker's sample as its bank
-(raw similarities have no normaliser: "-"). Every cell gives hub capture@1 (percent
-of the test queries whose top-1 is planted) and the change of the real items' R@1
-(attacked minus clean, same method), each with its 95% percentile bootstrap interval.
+(centroid, optimised, adaptive) plants 1, 10 and 100 items.
+
+The methods are raw similarities and every normaliser of the catalogue
+(``skqbnorm.catalogue.METHODS``) at its class default, fitted on the defender's bank
+over the attacked gallery (the dual-bank ones also on the set's gallery bank; the
+transductive dual softmax on the test queries themselves), each alone and behind a
+``QueryBankGate``, and the Inverted Softmax served by a ``NormalizedIndex`` (Flat,
+IVF). A catalogue entry that cannot run here is skipped with a printed reason. The
+adaptive attack is crafted against each column's normaliser where it models it (IS,
+DIS, CSLS, NNN and their gates, the index's IS), with the attacker's sample as its
+bank; elsewhere its cell is "-". Every cell gives hub capture@1 (percent of the test
+queries whose top-1 is planted) and the change of the real items' R@1 (attacked
+minus clean, same method), each with its 95% percentile bootstrap interval.
 
 The detector (``hub_outliers`` over the defender's bank, k=10, threshold 3.5) is
 scored on the planted items (precision, recall) and on the clean gallery (the share
 of real items flagged).
 
-Run (about 5 minutes on 2 cores)::
+Run (7 to 8.5 minutes on 2 cores; the skipped entries and each set's time go to stderr)::
 
     .venv/bin/python scripts/planted_hubs_study.py            # markdown
     .venv/bin/python scripts/planted_hubs_study.py --rst      # the guide's tables
 """
 
 import argparse
+import csv
+import io
+import sys
 import time
 
 import numpy as np
 
 from skqbnorm.attacks import adaptive_hubs, centroid_hubs, optimized_hubs, plant
+from skqbnorm.catalogue import METHODS as CATALOGUE
+from skqbnorm.catalogue import make_normalizer
 from skqbnorm.datasets import load_retrieval_set
 from skqbnorm.index import NormalizedIndex
 from skqbnorm.metrics import hub_capture, hub_outliers, planted_recall_change
-from skqbnorm.normalizers import (
-    CSLS,
-    DynamicInvertedSoftmax,
-    InvertedSoftmax,
-    NearestNeighborNormalization,
-    QueryBankGate,
-)
+from skqbnorm.normalizers import InvertedSoftmax, QueryBankGate
 
 SETS = ("wordnet_revdict", "emoji_keyword_minilm", "gettext_en_fr_tfidf",
         "gettext_pt_ptbr_tfidf", "gettext_en_gb_minilm")
 N_HUBS = (1, 10, 100)
-NORMALIZERS = {"IS": InvertedSoftmax, "DIS": DynamicInvertedSoftmax, "CSLS": CSLS,
-               "NNN": NearestNeighborNormalization}
-METHODS = ("raw", *NORMALIZERS, *(f"gate({name})" for name in NORMALIZERS),
-           "index Flat(IS)", "index IVF(IS)")
 ATTACKS = ("centroid", "optimised", "adaptive")
 N_RESAMPLES = 1000
 DETECTOR_K, DETECTOR_THRESHOLD = 10, 3.5
+INDEX_COLUMNS = ("index Flat(IS)", "index IVF(IS)")
+
+
+def catalogue_columns():
+    """``({column: (catalogue name, gated)}, [skipped reasons])``, from the catalogue."""
+    columns, skipped = {"raw": (None, False)}, []
+    for name, method in CATALOGUE.items():
+        if method.normalizer is None:
+            continue
+        if method.gated:
+            skipped.append(f"{name}: the gate(...) columns put every normaliser behind a gate")
+            continue
+        columns[method.label] = (name, False)
+    for name, method in CATALOGUE.items():
+        if method.normalizer is None or method.gated:
+            continue
+        if method.data == "test queries":
+            skipped.append(f"gate({method.label}): fitted on the test queries themselves, "
+                           "it has no querybank for the gate to check")
+            continue
+        columns[f"gate({method.label})"] = (name, True)
+    return columns, skipped
+
+
+COLUMNS, SKIPPED = catalogue_columns()
+METHODS = (*COLUMNS, *INDEX_COLUMNS)
 
 
 def unit(X):
@@ -59,45 +88,87 @@ def split(name):
     order = np.random.default_rng(0).permutation(len(bank))
     pool = 1000 if len(bank) >= 2000 else 100
     return {"gallery": unit(data["gallery_embeddings"]), "queries": unit(data["query_embeddings"]),
-            "gt": data["query_gt"], "pool": bank[order[:pool]], "bank": bank[order[pool:]]}
+            "gt": data["query_gt"], "pool": bank[order[:pool]], "bank": bank[order[pool:]],
+            "gallery_bank": unit(data["gallery_bank_embeddings"])}
+
+
+def adaptive_targets():
+    """``{column: catalogue name}`` of the normalisers the adaptive attack models (it
+    refuses the others, naming them), probed on random unit rows."""
+    probe = unit(np.random.default_rng(0).normal(size=(200, 4)))
+    targets = {}
+    for column, (name, gated) in COLUMNS.items():
+        if name is None or gated:
+            continue
+        try:
+            adaptive_hubs(probe, probe, make_normalizer(name), probe, 1, n_iter=0, random_state=0)
+        except ValueError as refusal:
+            if "not modelled" not in str(refusal):
+                raise
+            continue
+        targets[column] = name
+    return targets
+
+
+ADAPTIVE = adaptive_targets()
 
 
 def attack_hubs(attack, sample, gallery, n_hubs):
-    """``{method: hubs}``: one set of hubs for every column (the adaptive one per normaliser)."""
+    """``{method: hubs}``: one set of hubs for every column (the adaptive one per normaliser,
+    None where the adaptive attack does not model the column's normaliser)."""
     if attack == "centroid":
-        hubs = centroid_hubs(sample, n_hubs, random_state=0)
-    elif attack == "optimised":
-        hubs = optimized_hubs(sample, gallery, n_hubs, random_state=0)
-    else:
-        crafted = {name: adaptive_hubs(sample, gallery, cls(), sample, n_hubs, random_state=0)
-                   for name, cls in NORMALIZERS.items()}
-        hubs_of = {"raw": None, **crafted, **{f"gate({n})": h for n, h in crafted.items()},
-                   "index Flat(IS)": crafted["IS"], "index IVF(IS)": crafted["IS"]}
-        return hubs_of
-    return dict.fromkeys(METHODS, hubs)
+        return dict.fromkeys(METHODS, centroid_hubs(sample, n_hubs, random_state=0))
+    if attack == "optimised":
+        return dict.fromkeys(METHODS, optimized_hubs(sample, gallery, n_hubs, random_state=0))
+    crafted = {column: adaptive_hubs(sample, gallery, make_normalizer(name), sample, n_hubs,
+                                     random_state=0)
+               for column, name in ADAPTIVE.items()}
+    hubs_of = dict.fromkeys(METHODS)
+    hubs_of.update(crafted)
+    hubs_of.update({f"gate({column})": hubs for column, hubs in crafted.items()})
+    hubs_of.update(dict.fromkeys(INDEX_COLUMNS, crafted["IS"]))
+    return hubs_of
 
 
 def ivf_factory(n_gallery):
     return f"IVF{max(4, round(np.sqrt(n_gallery)))},Flat"
 
 
-def method_scores(method, gallery, queries, bank):
+def index_scores(method, gallery, queries, bank):
+    """A one-hot top-1 of every test query through a NormalizedIndex of the Inverted Softmax."""
+    factory = "Flat" if "Flat" in method else ivf_factory(len(gallery))
+    index = NormalizedIndex(InvertedSoftmax(), factory, nprobe=4).fit(bank, gallery=gallery)
+    top1 = index.search(queries, k=1)[0][:, 0]
+    scores = np.zeros((len(queries), len(gallery)))
+    scores[np.arange(len(top1)), top1] = 1.0
+    return scores
+
+
+def gallery_bank_inputs(name, gallery, bank, gallery_bank):
+    """The gallery-bank keyword of a dual-bank normaliser's fit (empty for the others)."""
+    needs = make_normalizer(name).capabilities.gallery_bank
+    if needs == "gallery_bank":
+        return {"gallery_bank": gallery_bank @ gallery.T}
+    if needs == "querybank_to_gallery_bank":
+        return {"querybank_to_gallery_bank": bank @ gallery_bank.T}
+    return {}
+
+
+def method_scores(method, gallery, queries, bank, gallery_bank):
     """Every test query's scores over ``gallery`` under ``method`` (an index: one-hot top-1)."""
     sims = queries @ gallery.T
-    if method == "raw":
+    if method in INDEX_COLUMNS:
+        return index_scores(method, gallery, queries, bank)
+    name, gated = COLUMNS[method]
+    if name is None:
         return sims
-    if method.startswith("index"):
-        factory = "Flat" if "Flat" in method else ivf_factory(len(gallery))
-        index = NormalizedIndex(InvertedSoftmax(), factory, nprobe=4).fit(bank, gallery=gallery)
-        top1 = index.search(queries, k=1)[0][:, 0]
-        scores = np.zeros_like(sims)
-        scores[np.arange(len(top1)), top1] = 1.0
-        return scores
-    bank_sims = bank @ gallery.T
-    if method.startswith("gate"):
-        inner = NORMALIZERS[method[5:-1]]()
-        return QueryBankGate(inner).fit(bank_sims, queries=sims).transform(sims)
-    return NORMALIZERS[method]().fit(bank_sims).transform(sims)
+    normalizer = make_normalizer(name)
+    if CATALOGUE[name].data == "test queries":
+        return normalizer.fit(sims).transform(sims)
+    extra = gallery_bank_inputs(name, gallery, bank, gallery_bank)
+    if gated:
+        return QueryBankGate(normalizer).fit(bank @ gallery.T, queries=sims, **extra).transform(sims)
+    return normalizer.fit(bank @ gallery.T, **extra).transform(sims)
 
 
 def cell(clean, attacked, planted, gt):
@@ -115,10 +186,23 @@ def detection(bank, gallery, hubs):
     return precision, hits / len(planted)
 
 
+def clean_scores(name, gallery, queries, bank, gallery_bank):
+    """``{method: scores}`` on the clean gallery, leaving out (with the reason, on stderr)
+    a method that cannot run on this set's inputs."""
+    clean = {}
+    for method in METHODS:
+        try:
+            clean[method] = method_scores(method, gallery, queries, bank, gallery_bank)
+        except (TypeError, ValueError) as error:
+            print(f"{name}: skipped {method}: {error}", file=sys.stderr)
+    return clean
+
+
 def run_set(name):
     data = split(name)
     gallery, queries, bank, gt = data["gallery"], data["queries"], data["bank"], data["gt"]
-    clean = {method: method_scores(method, gallery, queries, bank) for method in METHODS}
+    gallery_bank = data["gallery_bank"]
+    clean = clean_scores(name, gallery, queries, bank, gallery_bank)
     alarms = len(hub_outliers(bank @ gallery.T, k=DETECTOR_K,
                               threshold=DETECTOR_THRESHOLD).flagged) / len(gallery)
     cells, detector = {}, []
@@ -127,16 +211,15 @@ def run_set(name):
         for n_hubs in N_HUBS:
             for attack in ATTACKS:
                 hubs_of = attack_hubs(attack, sample, gallery, n_hubs)
-                for method in METHODS:
+                for method in clean:
                     if hubs_of[method] is None:
                         continue
                     attacked, planted = plant(gallery, hubs_of[method])
-                    scores = method_scores(method, attacked, queries, bank)
+                    scores = method_scores(method, attacked, queries, bank, gallery_bank)
                     cells[n_sample, n_hubs, attack, method] = cell(clean[method], scores, planted, gt)
-                hubs = hubs_of["IS"]
-                detector.append((n_sample, n_hubs, attack, *detection(bank, gallery, hubs)))
+                detector.append((n_sample, n_hubs, attack, *detection(bank, gallery, hubs_of["IS"])))
     return {"cells": cells, "detector": detector, "alarms": alarms,
-            "sizes": (len(gallery), len(queries), len(bank), len(data["pool"]))}
+            "sizes": (len(gallery), len(queries), len(bank), len(data["pool"]), len(gallery_bank))}
 
 
 def interval(value, bounds, signed=False):
@@ -146,19 +229,21 @@ def interval(value, bounds, signed=False):
 
 
 def tables(name, result):
-    """``[(title, header, rows)]``: capture, R@1 change, detector."""
+    """``[(title, header, rows)]``: for each attacker's sample, capture and R@1 change (a row
+    per method, a column per planted count and attack); then the detector."""
     cells = result["cells"]
-    keys = sorted({key[:3] for key in cells}, key=lambda k: (k[0], k[1], ATTACKS.index(k[2])))
-    header = ["sample", "hubs", "attack", *METHODS]
+    settings = [(h, a) for h in N_HUBS for a in ATTACKS]
+    header = ["method", *(f"{h} {a}" for h, a in settings)]
     out = []
-    for metric, title in (("capture", "hub capture@1, % of test queries"),
-                          ("dr1", "change of the real items' R@1, points")):
-        rows = [[str(s), str(h), a, *(interval(cells[s, h, a, m][metric],
-                                               cells[s, h, a, m][metric + "_ci"],
-                                               signed=metric == "dr1")
-                                      if (s, h, a, m) in cells else "-" for m in METHODS)]
-                for s, h, a in keys]
-        out.append((f"{name}: {title}", header, rows))
+    for n_sample in sorted({key[0] for key in cells}):
+        for metric, title in (("capture", "hub capture@1, % of test queries"),
+                              ("dr1", "change of the real items' R@1, points")):
+            rows = [[m, *(interval(cells[n_sample, h, a, m][metric],
+                                   cells[n_sample, h, a, m][metric + "_ci"],
+                                   signed=metric == "dr1")
+                          if (n_sample, h, a, m) in cells else "-" for h, a in settings)]
+                    for m in METHODS if (n_sample, 1, "centroid", m) in cells]
+            out.append((f"{name}, sample of {n_sample}: {title}", header, rows))
     rows = [[str(s), str(h), a, "-" if np.isnan(p) else f"{p:.2f}", f"{r:.2f}"]
             for s, h, a, p, r in result["detector"]]
     title = (f"{name}: detector on the planted items (adaptive: crafted against IS); "
@@ -175,10 +260,10 @@ def markdown(title, header, rows):
 
 
 def rst(title, header, rows):
-    lines = [f".. list-table:: {title}", "   :header-rows: 1", ""]
-    for row in [header, *rows]:
-        lines.append("   * - " + row[0])
-        lines += [f"     - {value}" for value in row[1:]]
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
+    lines = [f".. csv-table:: {title}", "   :header-rows: 1", ""]
+    lines += [f"   {line}" for line in buffer.getvalue().splitlines()]
     return "\n".join(lines) + "\n"
 
 
@@ -188,14 +273,17 @@ def main():
     parser.add_argument("--sets", nargs="+", default=SETS, choices=SETS)
     args = parser.parse_args()
     render = rst if args.rst else markdown
+    for reason in SKIPPED:
+        print(f"skipped {reason}.", file=sys.stderr)
     for name in args.sets:
         start = time.perf_counter()
         result = run_set(name)
-        n_gallery, n_queries, n_bank, n_pool = result["sizes"]
+        print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
+        n_gallery, n_queries, n_bank, n_pool, n_gallery_bank = result["sizes"]
         if args.rst:
             print(f"{name}\n{'~' * len(name)}\n")
         print(f"{name}: gallery {n_gallery}, test queries {n_queries}, defender's bank "
-              f"{n_bank}, attacker's pool {n_pool} ({time.perf_counter() - start:.0f} s)\n")
+              f"{n_bank}, gallery bank {n_gallery_bank}, attacker's pool {n_pool}.\n")
         for table in tables(name, result):
             print(render(*table))
 
