@@ -6,7 +6,14 @@ import numpy as np
 
 from .._validation import check_int, check_real, check_sims
 from ._hubness import k_occurrence
-from ._paired import IntervalEnds, _check_confidence, _draws, _generator, paired_mean_change
+from ._paired import (
+    IntervalEnds,
+    _check_confidence,
+    _generator,
+    paired_mean_change,
+    percentile_interval,
+    resampled_means,
+)
 from ._retrieval import _hits, correct_item_ranks
 
 #: Scales a median absolute deviation (or a mean one) to a normal standard deviation.
@@ -128,13 +135,10 @@ def hub_capture(scores, planted, k=1, *, n_resamples=10_000, confidence=0.95,
     rng = _generator(random_state)
     kth = np.partition(scores, n_gallery - k, axis=1)[:, n_gallery - k]
     captured = (scores[:, planted] >= kth[:, None]).any(axis=1)
-    resampled = np.empty(n_resamples)
-    share = captured / n_queries
-    for resamples, drawn in _draws(n_queries, n_resamples, rng):
-        resampled[resamples] = np.take(share, drawn).sum(axis=1)
+    resampled = resampled_means(captured.astype(float), n_resamples, rng)
     interval = None
     if n_resamples:
-        low, high = np.percentile(resampled, (50 * (1 - confidence), 50 * (1 + confidence)))
+        low, high = percentile_interval(resampled, confidence)
         interval = (float(low), float(high))
     return HubCapture(float(captured.mean()), interval, captured, k, n_queries, n_resamples,
                       confidence, resampled)

@@ -357,16 +357,14 @@ def paired_mean_change(values_a, values_b, *, n_resamples=10_000, confidence=0.9
     change = 2 * float(finite_mean(half_difference, axis=0))
     value_a, value_b = (float(finite_mean(values, axis=0)) for values in (values_a, values_b))
     n_queries = len(half_difference)
-    changes = np.empty(n_resamples)
-    share = half_difference / n_queries  # each resample's mean as a sum that cannot overflow
-    for resamples, drawn in _draws(n_queries, n_resamples, rng):
-        changes[resamples] = np.take(share, drawn).sum(axis=1)
+    # each resample's mean as a sum of shares, which cannot overflow
+    changes = resampled_means(half_difference, n_resamples, rng)
     largest = np.finfo(np.float64).max
     with np.errstate(over="ignore"):  # a mean within range, rounded just past it: the largest
         np.clip(2 * changes, -largest, largest, out=changes)
     interval = None
     if n_resamples:
-        low, high = np.percentile(changes, (50 * (1 - confidence), 50 * (1 + confidence)))
+        low, high = percentile_interval(changes, confidence)
         interval = (float(low), float(high))
     return PairedMeanChange(value_a, value_b, change, interval, n_queries, n_resamples,
                             confidence, changes)
@@ -425,8 +423,7 @@ def compare_outcomes(a, b, ks, n_resamples, confidence, rng):
     resampled = _resampled_changes(a, b, n_resamples, rng)
     interval = None
     if n_resamples:
-        percentiles = 50 * (1 - confidence), 50 * (1 + confidence)
-        low, high = np.percentile(resampled, percentiles, axis=0)
+        low, high = percentile_interval(resampled, confidence)
         interval = {m: (float(lo), float(hi)) for m, lo, hi in zip(metrics, low, high)}
     return PairedComparison(
         metrics=metrics, value_a=value_a, value_b=value_b,
@@ -472,6 +469,21 @@ def _resampled_changes(a, b, n_resamples, rng):
             changes[resamples, column] = np.take(difference, drawn).sum(axis=1) / n_queries
         changes[resamples, n_recalls] = (_medians(keys_b, drawn) - _medians(keys_a, drawn)) / 2
     return changes
+
+
+def resampled_means(values, n_resamples, rng):
+    """The mean of ``values`` in each of ``n_resamples`` bootstrap resamples of the
+    queries (drawn by :func:`_draws`), each summed from ``values / n_queries``."""
+    share = values / len(values)
+    means = np.empty(n_resamples)
+    for resamples, drawn in _draws(len(values), n_resamples, rng):
+        means[resamples] = np.take(share, drawn).sum(axis=1)
+    return means
+
+
+def percentile_interval(resampled, confidence):
+    """``(low, high)``: the percentile interval of resampled statistics, along axis 0."""
+    return np.percentile(resampled, (50 * (1 - confidence), 50 * (1 + confidence)), axis=0)
 
 
 def _draws(n_queries, n_resamples, rng):
