@@ -188,14 +188,7 @@ class BayesianReranker(BaseEstimator):
         >>> bool(np.all(path[1].scores_ == PointwiseReranker(c=1.0).fit_predict(features, initial)))
         True
         """
-        cs = checked_cs(cs)
-        X, y, labels, lists = split_lists(X, y, groups)
-        fitted = []
-        for c, results in zip(cs, self._path(X, y, lists, cs)):
-            reranker = clone(self).set_params(c=float(c))
-            reranker.group_labels_ = labels
-            fitted.append(reranker._record(results, lists, X.shape))
-        return fitted
+        return fitted_path(self, X, y, groups, checked_cs(cs))
 
     def _path(self, X, y, lists, cs):
         """For each c of ``cs``, every list's ``(scores, info)``: the lists in parallel."""
@@ -367,6 +360,18 @@ def split_lists(X, y, groups):
     for label, index in zip(labels, lists):
         check_list(label, y[index], len(labels))
     return X, y, labels, lists
+
+
+def fitted_path(reranker, X, y, groups, values):
+    """A fitted clone of ``reranker`` at each of ``values`` of its ``strength_param``,
+    every list reranked once for all of them by the reranker's ``_path``."""
+    X, y, labels, lists = split_lists(X, y, groups)
+    fitted = []
+    for value, results in zip(values, reranker._path(X, y, lists, values)):
+        at_value = clone(reranker).set_params(**{reranker.strength_param: float(value)})
+        at_value.group_labels_ = labels
+        fitted.append(at_value._record(results, lists, X.shape))
+    return fitted
 
 
 def checked_cs(cs, name="cs", of="c > 0", positive=True):

@@ -10,7 +10,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import checked_cs, split_lists
+from ._base import checked_cs, fitted_path, split_lists
 
 #: Initial scores this far beyond [-1, 1] are rounding (e.g. float32 cosines of 1 + 1e-7),
 #: clipped; further, ``initial="cosine"`` refuses them.
@@ -73,14 +73,7 @@ class NeighborhoodReranker(BaseEstimator):
     def _fitted_path(self, X, y, groups, values, keyword):
         """``rerank_path``'s work: a fitted clone per value of the strength parameter
         (``values``, passed as ``keyword``), each list's shared work done once."""
-        values = self._checked_values(values, keyword)
-        X, y, labels, lists = split_lists(X, y, groups)
-        fitted = []
-        for value, results in zip(values, self._path(X, y, lists, values)):
-            reranker = clone(self).set_params(**{self.strength_param: value})
-            reranker.group_labels_ = labels
-            fitted.append(reranker._record(results, lists, X.shape))
-        return fitted
+        return fitted_path(self, X, y, groups, self._checked_values(values, keyword))
 
     def _checked_values(self, values, keyword):
         """``values`` as a list of Python numbers, each valid for the strength parameter."""
