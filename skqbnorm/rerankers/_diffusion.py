@@ -10,7 +10,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._core import row_top_k_indices
 from .._validation import NotBool as Interval
 from .._validation import warn_caller
-from ._base import checked_cs, score_scale, which_lists
+from ._base import score_scale, which_lists
 from ._graph import degrees, most_similar, neighbor_matrix, unit_rows
 from ._neighborhood import NeighborhoodReranker
 from ._solvers import TOLERANCE, conjugate_gradients
@@ -158,7 +158,6 @@ class DiffusionReranker(NeighborhoodReranker):
         >>> bool(np.all(path[1].scores_ == fitted.scores_))
         True
         """
-        checked_cs(alphas, "alphas", of="alpha", positive=False)
         return self._fitted_path(X, y, groups, alphas, "alphas")
 
     def _rerank_path(self, features, initial, alphas):
