@@ -302,8 +302,7 @@ class BayesianReranker(BaseEstimator):
     def _auto_c(self, weights, prior_ranking):
         """The c of ``c="auto"`` for one list: ``auto_c_scale`` times :func:`auto_c`'s
         choice on this reranker's prior."""
-        normalized = is_normalized(getattr(self, "laplacian", "unnormalized"))
-        return self.auto_c_scale * auto_c(self._prior(weights, normalized), prior_ranking)
+        return self.auto_c_scale * auto_c(self._prior(weights, self._normalized()), prior_ranking)
 
     def _initial_scores(self, scores):
         """The prior ranking ``rbar``, by the ``initial`` strategy."""
@@ -318,6 +317,11 @@ class BayesianReranker(BaseEstimator):
         if self.initial == "rank":
             return 1.0 - (rankdata(-scores, method="average") - 1) / len(scores)
         return (rankdata(-scores, method="min") - 1 < self.n_positive).astype(float)
+
+    def _normalized(self):
+        """Whether the prior is the normalised Laplacian: never, unless a reranker's
+        ``laplacian`` parameter says so."""
+        return False
 
     def _prior(self, weights, normalized=False):
         return laplacian(weights, normalized=normalized)

@@ -93,8 +93,11 @@ class PointwiseReranker(BayesianReranker):
                          n_positive=n_positive, n_jobs=n_jobs)
         self.laplacian = laplacian
 
+    def _normalized(self):
+        return is_normalized(self.laplacian)
+
     def _solve(self, weights, initial, features, random_state):
-        normalized = is_normalized(self.laplacian)
+        normalized = self._normalized()
         prior = self._prior(weights, normalized)
         magnitude, _, spread = score_scale(initial)
         target = initial / magnitude
