@@ -43,6 +43,7 @@ from skqbnorm import CSLS, InvertedSoftmax, NearestNeighborNormalization
 from skqbnorm.datasets import list_retrieval_sets, load_retrieval_set
 from skqbnorm.index import NormalizedIndex, import_faiss, shared_per_row
 from skqbnorm.metrics import paired_mean_change
+from skqbnorm.normalizers import index_serving
 
 N_PADDING = 200_000
 K = 10
@@ -132,7 +133,7 @@ def index_sweep(index, queries, exact, factory):
 
 def scaled_bias_recall(normalizer, queries, factory, scale, exact):
     """Recall of ``factory`` over ``[g, -bias_g / scale]`` searched with ``[q, scale]``."""
-    vectors = normalizer.augmented_gallery(dtype=np.float32)
+    vectors = index_serving(normalizer).augmented_gallery(dtype=np.float32)
     vectors[:, -1] /= scale
     index = faiss_index(vectors, factory)
     augmented = np.hstack([queries, np.full((len(queries), 1), scale, dtype=np.float32)])

@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._validation import NotBool, check_embeddings, check_relevance, check_sims, warn_caller
 from .metrics._paired import _generator, compare_outcomes, query_outcomes
+from .normalizers._index_serving import index_serving
 from .normalizers._querybank_gate import _Unnormalized
 
 #: Metrics of which lower is better (ranks); the rule reads their change with its sign turned.
@@ -283,7 +284,7 @@ class QueryBankSearchCV(MetaEstimatorMixin, BaseEstimator):
         if self.refit:
             self.best_estimator_ = best
             self._served = best if self.improves_ or self.fallback == "best" else (
-                _Unnormalized.like(getattr(best, "serving_normalizer", lambda: best)()))
+                _Unnormalized.like(_served_normalizer(best)))
         return self
 
     def _served_estimator(self):
@@ -462,3 +463,8 @@ def _cv_results(candidates, rows):
         "rank_test_score": rankdata(-column["criterion"], method="min").astype(np.int32),
     })
     return results
+
+
+def _served_normalizer(estimator):
+    """The fitted normaliser that serves ``estimator``'s queries: a gate's, else itself."""
+    return index_serving(estimator).normalizer if hasattr(estimator, "_index_serving") else estimator

@@ -74,4 +74,4 @@ def transform_dask(normalizer, sims, needs_whole_rows):
 def _score_block(block, normalizer, block_info=None):
     rows, columns = (slice(*location) for location in block_info[0]["array-location"])
     # Blocks hold whole rows wherever the method needs them (see transform_dask).
-    return normalizer.score_block(block, columns, None, rows)
+    return normalizer._score_block(block, columns, None, rows)

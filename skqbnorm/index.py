@@ -4,10 +4,10 @@ A normaliser whose capabilities declare ``index="bias"`` (IS, DIS, CSLS, NNN,
 Centering, DBNorm, SN) ranks a row as ``s(q, g) - bias_g``, a maximum-inner-product
 search over augmented vectors (see :class:`~skqbnorm.normalizers.BiasFormMixin`);
 one that declares ``index="rerank"`` is served by reranking the candidates of a raw
-search with its exact scores. The index asks each normaliser only through the public
-serving protocol documented on each normaliser class (``prepare_queries``,
-``candidate_similarities``, ``score_block`` and the rest): it tests no normaliser
-class and calls no private method. FAISS is imported only when an index is built,
+search with its exact scores. The index asks each normaliser only through one
+object, :func:`~skqbnorm.normalizers.index_serving`'s
+:class:`~skqbnorm.normalizers.IndexServing` (the protocol for authors of other
+indexes): it tests no normaliser class and calls no private method. FAISS is imported only when an index is built,
 so skqbnorm does not need it otherwise.
 """
 
@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core import best_k, take_rows
 from ._validation import NotBool
+from .normalizers import index_serving
 
 __all__ = ["NormalizedIndex"]
 
@@ -61,7 +62,7 @@ class NormalizedIndex(BaseEstimator):
     and the gated :class:`~skqbnorm.DynamicInvertedSoftmax` and
     :class:`~skqbnorm.DualDynamicInvertedSoftmax`) ranks a row as ``s(q, g) - bias_g``
     = ``<[q, 1], [g, -bias_g]>``: the index holds the augmented gallery
-    (``normalizer.augmented_gallery()``) and answers a maximum-inner-product search.
+    (:meth:`~skqbnorm.normalizers.IndexServing.augmented_gallery`) and answers a maximum-inner-product search.
     The gated normalisers take two stages: a raw search (queries ``[q, 0]``) for each
     query's top-1, which opens or closes its gates, then the augmented search for the
     queries that a gate normalises. :class:`~skqbnorm.CSLS` also searches the raw top
@@ -141,8 +142,8 @@ class NormalizedIndex(BaseEstimator):
 
     See Also
     --------
-    skqbnorm.InvertedSoftmax.augmented_gallery : The augmented vectors, for any
-        inner-product engine.
+    skqbnorm.normalizers.index_serving : The serving protocol this index uses, and
+        the augmented vectors, for any inner-product engine.
 
     Examples
     --------
@@ -202,12 +203,12 @@ class NormalizedIndex(BaseEstimator):
         """
         self._validate_params()
         faiss = import_faiss()
-        normalizer = self._fitted_normalizer(X, y, gallery, gallery_bank)
-        normalizer.check_index_serving()
-        self.bias_form_ = normalizer.capabilities.index == "bias"
+        serving = self._fitted_serving(X, y, gallery, gallery_bank).check()
+        normalizer = serving.normalizer
+        self.bias_form_ = serving.bias_form
         gallery = normalizer.gallery_embeddings_
         if self.bias_form_:
-            vectors = normalizer.augmented_gallery(dtype=np.float32)
+            vectors = serving.augmented_gallery(dtype=np.float32)
         else:
             vectors = np.ascontiguousarray(gallery, dtype=np.float32)
         check_factory(self.factory)
@@ -229,7 +230,8 @@ class NormalizedIndex(BaseEstimator):
             index.add(vectors)
         self.normalizer_, self.index_ = normalizer, index
         self.n_gallery_, self.n_dims_ = gallery.shape
-        self._context = normalizer.index_context()
+        self._serving = serving
+        self._context = serving.context()
         return self
 
     def _training_error(self, n_gallery, n_training, error):
@@ -248,22 +250,23 @@ class NormalizedIndex(BaseEstimator):
             f"factory={suggestion!r}."
         )
 
-    def _fitted_normalizer(self, X, y, gallery, gallery_bank):
+    def _fitted_serving(self, X, y, gallery, gallery_bank):
+        """The serving protocol of the fitted normaliser that the index serves."""
         if X is None:
             if gallery is not None or gallery_bank is not None:
                 raise ValueError("gallery and gallery_bank need X, the querybank embeddings.")
             check_is_fitted(self.normalizer)
             # The index's own copy: a refit of the caller's normaliser leaves it alone.
-            normalizer = copy.deepcopy(self.normalizer.serving_normalizer())
+            serving = copy.deepcopy(index_serving(self.normalizer))
         else:
-            normalizer = clone(self.normalizer).fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
-            normalizer = normalizer.serving_normalizer()
+            serving = index_serving(clone(self.normalizer).fit(X, y, gallery=gallery, gallery_bank=gallery_bank))
+        normalizer = serving.normalizer
         if normalizer.gallery_embeddings_ is None:
             raise ValueError(
                 f"{type(normalizer).__name__} was fitted on precomputed similarities, so it "
                 "holds no gallery embeddings to index; fit it with gallery=... (embedding mode)."
             )
-        return normalizer
+        return serving
 
     def _set_search_parameters(self, index):
         """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they apply."""
@@ -304,7 +307,7 @@ class NormalizedIndex(BaseEstimator):
                 f"k must be an integer in [1, {self.n_gallery_}] (the indexed gallery size); "
                 f"got k={k!r}."
             )
-        prepared = self.normalizer_.prepare_queries(queries)
+        prepared = self._serving.prepare_queries(queries)
         self._set_search_parameters(self.index_)  # set here, so that set_params needs no refit
         indices = np.empty((len(prepared), k), dtype=np.intp)
         scores = np.empty((len(prepared), k), dtype=prepared.dtype)
@@ -355,20 +358,20 @@ class NormalizedIndex(BaseEstimator):
         return recalls if per_query else float(recalls.mean())
 
     def _search_batch(self, queries, k, rows):
-        normalizer = self.normalizer_
-        gated = self.bias_form_ and normalizer.capabilities.gated
+        serving = self._serving
+        gated = self.bias_form_ and serving.gated
         raw_k = self._raw_search_size(k)
         raw = self._index_search(queries, np.zeros(self._n_forms()), raw_k) if raw_k else None
-        sims = None if raw is None else normalizer.candidate_similarities(queries, raw)
+        sims = None if raw is None else serving.candidate_similarities(queries, raw)
         row_state = None
         if raw is not None:
-            row_state = normalizer.index_row_state(queries, raw, sims, self._raw_search, self._context)
+            row_state = serving.row_state(queries, raw, sims, self._raw_search, self._context)
         if not self.bias_form_:
             candidates = raw  # sims: the candidates' similarities
         elif gated:
             top1 = best_k(raw, sims, 1)[0][:, 0]
             forms = np.full(len(top1), -1, dtype=np.intp)  # no raw result: no top-1, left raw
-            forms[top1 >= 0] = normalizer.row_forms(top1[top1 >= 0])
+            forms[top1 >= 0] = serving.row_forms(top1[top1 >= 0])
             candidates = raw[:, :k].copy()
             normalized = np.flatnonzero(forms >= 0)
             tails = np.eye(self._n_forms())[forms[normalized]]
@@ -380,20 +383,20 @@ class NormalizedIndex(BaseEstimator):
         return best_k(candidates, scores, k)
 
     def _n_forms(self):
-        return len(self.normalizer_.gallery_biases()) if self.bias_form_ else 0
+        return len(self._serving.gallery_biases()) if self.bias_form_ else 0
 
     def _raw_search_size(self, k):
         """Items of the raw search: the gate's top-1 and the rows left raw (k), what the
         row state needs (CSLS's r_G, GC's range), or the candidates to rerank."""
-        normalizer = self.normalizer_
+        serving = self._serving
         if not self.bias_form_:
-            return min(max(k, self.n_candidates, normalizer.index_neighbors()), self.n_gallery_)
-        if normalizer.capabilities.gated:
-            return max(k, normalizer.index_neighbors())
-        return normalizer.index_neighbors()
+            return min(max(k, self.n_candidates, serving.n_neighbors()), self.n_gallery_)
+        if serving.gated:
+            return max(k, serving.n_neighbors())
+        return serving.n_neighbors()
 
     def _raw_search(self, vectors, k):
-        """The index's raw top k of query-space ``vectors`` (the serving protocol's ``search``)."""
+        """The index's raw top k of query-space ``vectors`` (the ``search`` of the serving protocol's ``row_state``)."""
         return self._index_search(vectors, np.zeros(self._n_forms()), k)
 
     def _index_search(self, queries, tails, k):
@@ -414,9 +417,9 @@ class NormalizedIndex(BaseEstimator):
         the chunks), and zeros elsewhere: the row state carries what the scores need of
         the whole row. ``sims`` are the candidates' similarities, if known.
         """
-        normalizer = self.normalizer_
+        normalizer, serving = self.normalizer_, self._serving
         if sims is None:
-            sims = normalizer.candidate_similarities(queries, candidates)
+            sims = serving.candidate_similarities(queries, candidates)
         found = candidates >= 0
         per_column = getattr(normalizer, "sorted_bank_", np.empty((1, 0))).shape[0]
         width = candidates.shape[1]
@@ -429,7 +432,7 @@ class NormalizedIndex(BaseEstimator):
             row, column = np.nonzero(found[chunk])
             block[row, position[row, column]] = sims[chunk][row, column]
             block_rows = slice(rows.start + chunk.start, rows.start + chunk.stop)
-            block = normalizer.score_block(block, union, take_rows(row_state, chunk), block_rows)
+            block = serving.score_block(block, union, take_rows(row_state, chunk), block_rows)
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores

@@ -8,6 +8,7 @@ from ._csls import CSLS
 from ._dbnorm import DualDynamicInvertedSoftmax, DualInvertedSoftmax
 from ._dual_softmax import DualSoftmax
 from ._gc import GloballyCorrected
+from ._index_serving import IndexServing, index_serving
 from ._mutual_proximity import MutualProximity, QueryBankZNorm
 from ._nnn import NearestNeighborNormalization
 from ._querybank_gate import QueryBankGate
@@ -26,6 +27,7 @@ __all__ = [
     "DualSoftmax",
     "DynamicInvertedSoftmax",
     "GloballyCorrected",
+    "IndexServing",
     "InvertedSoftmax",
     "MutualProximity",
     "NearestNeighborNormalization",
@@ -33,4 +35,5 @@ __all__ = [
     "QueryBankNormalizer",
     "QueryBankZNorm",
     "SinkhornNormalization",
+    "index_serving",
 ]

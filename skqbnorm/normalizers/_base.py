@@ -68,9 +68,10 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     declare ``bank_passes`` and define ``_learn_passes(reducers, bank, gallery_bank)``
     (``bank``: a :class:`BankPasses`) instead of ``_learn``; dual-bank methods declare
     ``gallery_bank`` and define ``_learn_gallery_bank(gallery_bank)``. The serving
-    protocol that :class:`~skqbnorm.index.NormalizedIndex` uses (``prepare_queries``,
-    ``candidate_similarities``, ``score_block`` and the rest) is documented on each
-    normaliser class. A non-finite similarity must
+    protocol that :class:`~skqbnorm.index.NormalizedIndex` uses is one object,
+    :func:`~skqbnorm.normalizers.index_serving`'s
+    :class:`~skqbnorm.normalizers.IndexServing`, which reaches the private
+    ``_index_*`` methods on the index's behalf. A non-finite similarity must
     leave a non-finite score (transform checks the scores, and the input only
     when they fail). Finite scores that overflow are computed again in float64, and
     refused with a ValueError if they still do (see ``_rescore_overflow``).

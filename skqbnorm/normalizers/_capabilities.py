@@ -24,7 +24,8 @@ class Capabilities:
     ----------
     bias_form : bool, default=False
         A normalised row ranks as ``s(q, g) - bias_g``: the class defines
-        ``_gallery_bias()`` and offers ``gallery_bias()``, ``augmented_gallery()``...
+        ``_gallery_bias()`` and offers ``gallery_bias()``; its augmented vectors come
+        from :func:`~skqbnorm.normalizers.index_serving`.
     whole_rows : bool, default=False
         Its scores need a reduction over a query's whole row (``_row_state``), so a
         gallery streamed in column chunks is read twice.
@@ -43,7 +44,8 @@ class Capabilities:
     transductive : bool, default=False
         It may sensibly be fitted on the test queries themselves (DSL).
     index : {"bias", "rerank", None}, default="rerank"
-        How :class:`~skqbnorm.index.NormalizedIndex` serves it: by the augmented
+        How :class:`~skqbnorm.index.NormalizedIndex` (through
+        :func:`~skqbnorm.normalizers.index_serving`) serves it: by the augmented
         inner-product search (needs ``bias_form``), by reranking raw candidates with
         its exact scores, or not at all.
 

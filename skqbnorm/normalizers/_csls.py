@@ -98,39 +98,13 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
         np.subtract(sims, self.bank_neighborhood_[columns].astype(dtype), out=out)
         out += sims - finite_mean(top, axis=1).astype(dtype)[:, None]
 
-    def index_neighbors(self):
-        """Give how many raw nearest gallery items per query the index must find.
-
-        Returns
-        -------
-        n_neighbors : int
-            ``k``: CSLS's ``r_G(q)`` is the mean of each query's raw top ``k``.
-        """
+    def _index_neighbors(self):
+        """``k``: CSLS's ``r_G(q)`` is the mean of each query's raw top ``k``."""
         return self.k
 
-    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
-        """Compute each query's raw top ``k`` similarities from the index, sorted.
-
-        Parameters
-        ----------
-        queries : ndarray of shape (n_queries, n_dims)
-            Prepared query embeddings (:meth:`prepare_queries`).
-        neighbors : ndarray of shape (n_queries, n_found)
-            Each query's raw nearest gallery items, best first, -1 where the index
-            found fewer.
-        neighbor_sims : ndarray of shape (n_queries, n_found)
-            Their similarities (-inf where ``neighbors`` is -1).
-        search : callable
-            ``search(vectors, k)``: the indices of the raw top k of other query vectors.
-        context : object, default=None
-            :meth:`index_context`'s result.
-
-        Returns
-        -------
-        row_state : ndarray of shape (n_queries, k)
-            The similarities, missing ones filled with the mean of those found, so
-            that ``r_G(q)`` is their mean.
-        """
+    def _index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
+        """Each query's raw top ``k`` similarities from the index, sorted, missing ones
+        filled with the mean of those found, so that ``r_G(q)`` is their mean."""
         return np.sort(_neighborhood_of_found(neighbor_sims[:, : self.k]), axis=1)
 
 

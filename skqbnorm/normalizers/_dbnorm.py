@@ -313,7 +313,7 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
 
     # The gate's running top-1 over a row's column chunks is the DIS's.
     _row_state = DynamicInvertedSoftmax._row_state
-    index_row_state = DynamicInvertedSoftmax.index_row_state
+    _index_row_state = DynamicInvertedSoftmax._index_row_state
 
     def _check_sizes(self, n_bank, n_gallery):
         self._check_k(n_bank, n_gallery)

@@ -148,40 +148,14 @@ class GloballyCorrected(QueryBankNormalizer):
             scores -= ranks
             out[:, tile] = scores.T
 
-    def index_neighbors(self):
-        """Give how many raw nearest gallery items per query the index must find.
-
-        Returns
-        -------
-        n_neighbors : int
-            1: GC's row range takes the highest similarity from the raw search.
-        """
+    def _index_neighbors(self):
+        """1: GC's row range takes the highest similarity from the raw search."""
         return 1
 
-    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
-        """Compute each row's range ``(low, high)`` as the index finds it.
-
-        Parameters
-        ----------
-        queries : ndarray of shape (n_queries, n_dims)
-            Prepared query embeddings (:meth:`prepare_queries`).
-        neighbors : ndarray of shape (n_queries, n_found)
-            Each query's raw nearest gallery items, best first, -1 where the index
-            found fewer.
-        neighbor_sims : ndarray of shape (n_queries, n_found)
-            Their similarities (-inf where ``neighbors`` is -1).
-        search : callable
-            ``search(vectors, k)``: the indices of the raw top k of other query vectors.
-        context : object, default=None
-            :meth:`index_context`'s result.
-
-        Returns
-        -------
-        row_state : object
-            The range: ``high`` from the raw search, ``low`` from a search of ``-q``
-            (the lowest similarity).
-        """
-        lowest = self.candidate_similarities(queries, search(-queries, 1))
+    def _index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
+        """Each row's range ``(low, high)`` as the index finds it: ``high`` from the raw
+        search, ``low`` from a search of ``-q`` (the lowest similarity)."""
+        lowest = self._candidate_similarities(queries, search(-queries, 1))
         return _row_range_of_found(lowest[:, 0], neighbor_sims)
 
 

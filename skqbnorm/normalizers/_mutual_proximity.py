@@ -248,13 +248,10 @@ class MutualProximity(QueryBankNormalizer):
             state = RowMoments() if self.method == "gaussian" else SortedRows()
         return state.update(sims)
 
-    def check_index_serving(self):
-        """Raise a ValueError unless the Gaussian form is asked for.
-
-        The Gaussian form is served (row moments from the gallery's); the empiric
-        one ranks within the query's whole row, which an index does not give.
-        """
-        super().check_index_serving()
+    def _check_index_serving(self):
+        """Raise a ValueError unless the Gaussian form is asked for: the empiric one ranks
+        within the query's whole row, which an index does not give."""
+        super()._check_index_serving()
         if self.method != "gaussian":
             raise ValueError(
                 "MutualProximity(method='empiric') ranks each similarity within the "
@@ -262,41 +259,16 @@ class MutualProximity(QueryBankNormalizer):
                 "or normaliser.top_k."
             )
 
-    def index_context(self):
-        """Compute the gallery's mean and (population) covariance, once per index.
-
-        Returns
-        -------
-        context : tuple of ndarray
-            The mean, of shape (n_dims,), and the covariance, of shape
-            (n_dims, n_dims): each row's moments follow exactly.
-        """
+    def _index_context(self):
+        """The gallery's mean and (population) covariance, once per index: each row's
+        moments follow exactly."""
         gallery = self.gallery_embeddings_
         return gallery.mean(axis=0, dtype=np.float64), np.cov(gallery, rowvar=False, bias=True)
 
-    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
-        """Compute each row's mean and spread from :meth:`index_context`.
-
-        Parameters
-        ----------
-        queries : ndarray of shape (n_queries, n_dims)
-            Prepared query embeddings (:meth:`prepare_queries`).
-        neighbors : ndarray of shape (n_queries, n_found)
-            Each query's raw nearest gallery items, best first, -1 where the index
-            found fewer.
-        neighbor_sims : ndarray of shape (n_queries, n_found)
-            Their similarities (-inf where ``neighbors`` is -1).
-        search : callable
-            ``search(vectors, k)``: the indices of the raw top k of other query vectors.
-        context : object, default=None
-            :meth:`index_context`'s result.
-
-        Returns
-        -------
-        row_state : object
-            The moments ``q . mean`` and ``sqrt(q' cov q)``, exact: no search needed.
-        """
-        mean, covariance = self.index_context() if context is None else context
+    def _index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
+        """Each row's moments ``q . mean`` and ``sqrt(q' cov q)`` from ``_index_context``,
+        exact: no search needed."""
+        mean, covariance = self._index_context() if context is None else context
         variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
         mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
         return RowMoments.given(mean, np.sqrt(np.maximum(variance, 0)))

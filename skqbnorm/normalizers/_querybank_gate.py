@@ -230,19 +230,10 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         return self.normalizer_.get_feature_names_out(input_features)
 
-    def serving_normalizer(self):
-        """Give the fitted normaliser that serves the queries.
-
-        The wrapped one when the gate is open, else one whose scores are the raw
-        similarities (a bias form with zero bias).
-        :class:`~skqbnorm.index.NormalizedIndex` serves it.
-
-        Returns
-        -------
-        normalizer : QueryBankNormalizer
-            Fitted.
-        """
-        return self._serving()
+    def _index_serving(self):
+        """The index's protocol (see ``index_serving``) of what serves the queries: the
+        wrapped normaliser when the gate is open, else the raw similarities."""
+        return self._serving()._index_serving()
 
     def _serving(self):
         """The fitted normaliser when the gate is open, else raw similarities served

@@ -1,24 +1,9 @@
-"""Serving a fitted normaliser: transform, scores of blocks, and the index's protocol.
+"""Serving a fitted normaliser: transform, query similarities and scores of blocks.
 
-The serving protocol, public and shared by every normaliser, is what
-:class:`~skqbnorm.index.NormalizedIndex` (and any other engine) asks of a
-normaliser; it tests no class and calls no private method:
-
-- ``capabilities`` (a :class:`~skqbnorm.normalizers.Capabilities`): ``index``
-  says whether it is served by the augmented search (``"bias"``: then
-  ``augmented_gallery()``, ``gallery_biases()`` and ``row_forms(top1)`` for the
-  ``gated`` ones) or by reranking raw candidates (``"rerank"``);
-- :meth:`~ServingMixin.serving_normalizer` and
-  :meth:`~ServingMixin.check_index_serving`: what is served, or why not;
-- :meth:`~ServingMixin.prepare_queries` and
-  :meth:`~ServingMixin.candidate_similarities`: the queries as the index takes
-  them, and their similarities to given items;
-- :meth:`~ServingMixin.index_neighbors`, :meth:`~ServingMixin.index_context` and
-  :meth:`~ServingMixin.index_row_state`: the per-row state of whole-row scores
-  (CSLS's ``r_G(q)``, the DIS's top-1, GC's row range, MP's row moments) from a
-  raw search;
-- :meth:`~ServingMixin.score_block` and ``skqbnorm._core.take_rows``: exact scores of the
-  candidates, a block of rows at a time.
+Scores are computed a block of rows at a time (``_score_block``), which
+``transform``, ``top_k`` and the index's protocol (:func:`index_serving`, in
+``_index_serving``) share. The private ``_index_*`` methods here are what that
+protocol asks of a normaliser; a class whose scores need whole rows refines them.
 """
 
 import numpy as np
@@ -37,6 +22,7 @@ from .._core import (
 )
 from .._dask import is_dask_array, transform_dask
 from .._validation import check_embeddings, float_dtype, naming, warn_caller
+from ._index_serving import IndexServing
 
 #: Elements (float64) of the blocks that candidate similarities are computed in: 16 MiB.
 BLOCK_ELEMENTS = 1 << 21
@@ -60,7 +46,7 @@ def fill_blocks(out, blocks, scores, n_jobs):
 
 
 class ServingMixin:
-    """``transform``, block scores, query embeddings and the index's serving protocol."""
+    """``transform``, block scores, query embeddings and what the index's protocol asks."""
 
     def transform(self, X):
         """Normalise query-by-gallery similarities.
@@ -99,38 +85,15 @@ class ServingMixin:
         step = rows_per_chunk(sims.shape[1], dtype.itemsize, self.working_memory, 16)
 
         def scores(rows, out=None):
-            return self.score_block(np.asarray(sims[rows], dtype=dtype), slice(None), None, rows, out)
+            return self._score_block(np.asarray(sims[rows], dtype=dtype), slice(None), None, rows, out)
 
         fill_blocks(out, list(gen_batches(sims.shape[0], step)), scores, self.n_jobs)
 
-    def score_block(self, sims, columns=slice(None), row_state=None, rows=None, out=None):
+    def _score_block(self, sims, columns=slice(None), row_state=None, rows=None, out=None):
         """Normalised scores of a block of query rows over some gallery columns.
 
-        Part of the serving protocol (see the module docstring): what ``transform``,
-        ``top_k`` and :class:`~skqbnorm.index.NormalizedIndex` score with.
-
-        Parameters
-        ----------
-        sims : ndarray of shape (n_rows, n_columns)
-            The rows' similarities to the gallery items ``columns``.
-        columns : slice or ndarray of int, default=slice(None)
-            The gallery items of the block's columns: a slice, or an index array
-            (the candidates of a vector index).
-        row_state : object, default=None
-            What a whole-row method (``capabilities.whole_rows``) needs of each whole
-            row, from ``_row_state`` or :meth:`index_row_state`; None when ``sims``
-            holds whole rows.
-        rows : slice, default=None
-            The rows' positions in the caller's queries, for error messages; None:
-            ``slice(0, n_rows)``.
-        out : ndarray of shape (n_rows, n_columns), default=None
-            Where to write the scores.
-
-        Returns
-        -------
-        scores : ndarray of shape (n_rows, n_columns)
-            In the dtype of ``sims``; a NaN or infinity in ``sims`` is named in a
-            ValueError, and scores that overflow are computed again in float64.
+        What ``transform``, ``top_k`` and the index score with (see
+        ``IndexServing.score_block``, which documents the parameters).
         """
         rows = slice(0, len(sims)) if rows is None else rows
         out = np.empty_like(sims) if out is None else out
@@ -232,7 +195,7 @@ class ServingMixin:
             Ready for :meth:`transform`.
         """
         check_is_fitted(self)
-        queries = self.prepare_queries(queries)
+        queries = self._prepare_queries(queries)
         gallery, gallery_norm = self._gallery_in(queries.dtype)
         # multiplied as top_k multiplies them, so that both read the same values
         return query_products(queries, gallery.T, self.metric, gallery_norm=gallery_norm)
@@ -244,20 +207,9 @@ class ServingMixin:
         norm = getattr(self, "_gallery_norm", None) if gallery is self.gallery_embeddings_ else None
         return gallery, largest_norm(gallery) if norm is None else norm
 
-    def prepare_queries(self, queries):
-        """Validated query embeddings, prepared for a dot product under ``metric``.
-
-        Parameters
-        ----------
-        queries : array-like of shape (n_queries, n_dims)
-            Query embeddings, as many dimensions as ``gallery_embeddings_``.
-
-        Returns
-        -------
-        prepared : ndarray of shape (n_queries, n_dims)
-            Float, unit rows under ``metric="cosine"``; never the caller's array
-            when anything changed.
-        """
+    def _prepare_queries(self, queries):
+        """Validated query embeddings, prepared for a dot product under ``metric``: float,
+        unit rows under ``metric="cosine"``; never the caller's array when anything changed."""
         check_is_fitted(self)
         if self.gallery_embeddings_ is None:
             raise ValueError(
@@ -273,23 +225,14 @@ class ServingMixin:
         return prepare_embeddings(queries, self.metric)
 
 
-    # -- the serving protocol of NormalizedIndex ----------------------------------------
+    # -- what the index's protocol (IndexServing) asks of a normaliser -------------------
 
-    def serving_normalizer(self):
-        """Give the fitted normaliser whose scores serve queries: this one.
-
-        A meta-normaliser (:class:`~skqbnorm.QueryBankGate`) returns the one it
-        serves with, so that an index serves it through the same protocol.
-
-        Returns
-        -------
-        normalizer : estimator
-            ``self``, fitted.
-        """
+    def _index_serving(self):
+        """The index's protocol for this fitted normaliser (see ``index_serving``)."""
         check_is_fitted(self)
-        return self
+        return IndexServing(self)
 
-    def check_index_serving(self):
+    def _check_index_serving(self):
         """Raise a ValueError, naming the class, if an index cannot serve these scores.
 
         Refuses a class whose ``capabilities.index`` is None; a class whose
@@ -301,73 +244,29 @@ class ServingMixin:
                 "capabilities declare index=None): use its top_k."
             )
 
-    def index_neighbors(self):
-        """Give how many raw nearest gallery items per query the index must find.
-
-        Returns
-        -------
-        n_neighbors : int
-            What :meth:`index_row_state` needs: 1 for the gate's top-1 of a gated
-            normaliser, else 0; CSLS needs its ``k``.
-        """
+    def _index_neighbors(self):
+        """How many raw nearest gallery items per query ``_index_row_state`` needs: 1 for
+        the gate's top-1 of a gated normaliser, else 0."""
         return 1 if self.capabilities.gated else 0
 
-    def index_context(self):
-        """Compute what :meth:`index_row_state` needs of the gallery, once per index.
-
-        Returns
-        -------
-        context : object or None
-            None unless a method needs it (Mutual Proximity's gallery moments).
-        """
+    def _index_context(self):
+        """What ``_index_row_state`` needs of the gallery, once per index: None unless a
+        method needs it."""
         return
 
-    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
-        """The row state (see :meth:`score_block`) of queries served by an index.
-
-        Parameters
-        ----------
-        queries : ndarray of shape (n_queries, n_dims)
-            Prepared query embeddings (:meth:`prepare_queries`).
-        neighbors : ndarray of shape (n_queries, n_found)
-            Each query's raw nearest gallery items, best first, -1 where the index
-            found fewer; ``n_found`` is at least :meth:`index_neighbors`.
-        neighbor_sims : ndarray of shape (n_queries, n_found)
-            Their similarities (-inf where ``neighbors`` is -1).
-        search : callable
-            ``search(vectors, k)``: the indices of the raw top k of other query
-            vectors (GC searches ``-q`` for each row's lowest similarity).
-        context : object, default=None
-            :meth:`index_context`'s result.
-
-        Returns
-        -------
-        row_state : object or None
-            None for a method whose scores need no whole-row state.
-        """
+    def _index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
+        """The row state (see ``_score_block``) of queries served by an index, from a raw
+        search (see ``IndexServing.row_state``); None for scores that need none."""
         if not self.capabilities.whole_rows:
             return
         raise ValueError(
             f"{type(self).__name__} declares whole-row scores but defines no "
-            "index_row_state: NormalizedIndex cannot serve it."
+            "_index_row_state: NormalizedIndex cannot serve it."
         )
 
-    def candidate_similarities(self, queries, candidates):
-        """``s(q, g)`` of each prepared query and each of its candidate items.
-
-        Parameters
-        ----------
-        queries : ndarray of shape (n_queries, n_dims)
-            Prepared query embeddings (:meth:`prepare_queries`).
-        candidates : ndarray of int of shape (n_queries, n_candidates)
-            Gallery indices per query; -1 for none.
-
-        Returns
-        -------
-        sims : ndarray of shape (n_queries, n_candidates)
-            In the queries' dtype; -inf where ``candidates`` is -1. Each is computed
-            alone, so it does not depend on the other candidates.
-        """
+    def _candidate_similarities(self, queries, candidates):
+        """``s(q, g)`` of each prepared query and each of its candidate items (-1: none,
+        -inf), each computed alone, so that it does not depend on the other candidates."""
         gallery = self.gallery_embeddings_
         sims = np.empty(candidates.shape, dtype=queries.dtype)
         width = max(1, candidates.shape[1] * queries.shape[1])

@@ -240,28 +240,8 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         """Each row's top-1 so far: (value, gallery index); ties keep the lowest index."""
         return row_top1(sims, columns.start or 0, state)
 
-    def index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
-        """Read each query's raw top-1 from the index.
-
-        Parameters
-        ----------
-        queries : ndarray of shape (n_queries, n_dims)
-            Prepared query embeddings (:meth:`prepare_queries`).
-        neighbors : ndarray of shape (n_queries, n_found)
-            Each query's raw nearest gallery items, best first, -1 where the index
-            found fewer.
-        neighbor_sims : ndarray of shape (n_queries, n_found)
-            Their similarities (-inf where ``neighbors`` is -1).
-        search : callable
-            ``search(vectors, k)``: the indices of the raw top k of other query vectors.
-        context : object, default=None
-            :meth:`index_context`'s result.
-
-        Returns
-        -------
-        row_state : tuple of ndarray
-            The top-1 value and gallery index of each query.
-        """
+    def _index_row_state(self, queries, neighbors, neighbor_sims, search, context=None):
+        """Each query's raw top-1 (value, gallery index), read from the index's raw search."""
         top1, top_value = (best[:, 0] for best in best_k(neighbors, neighbor_sims, 1))
         return top_value, top1
 

@@ -39,7 +39,7 @@ SEARCH_PART_BYTES = 4 * 2**20
 
 
 class TopKMixin:
-    """``top_k`` of a querybank normaliser; its scores come from ``score_block``."""
+    """``top_k`` of a querybank normaliser; its scores come from ``_score_block``."""
 
     def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
         """Find the k best gallery items per query, streaming the gallery in column chunks.
@@ -82,7 +82,7 @@ class TopKMixin:
         return_scores : bool, default=True
             Whether to return the scores too. Without them, a bias-form method
             ranks each row by ``s - bias`` (``gallery_bias()``; for a gated one,
-            the bias of the row's form, see ``row_forms``), on the product
+            the bias of the form its raw top-1 selects), on the product
             overwritten in place in embedding mode, and skips whatever does not
             change a row's ranking (CSLS's per-query ``r_G(q)`` and own top k,
             the softmaxes' exponentials): the same ranking in exact
@@ -194,7 +194,7 @@ class TopKMixin:
                 for columns in product_strips(n_gallery):
                     multiply(part, columns, products[:, columns], checked=True)
                 sims = products[rows.start - part.start : rows.stop - part.start]
-            return row_top_k_indices(self.score_block(sims, every, None, rows, out=scratch), k)
+            return row_top_k_indices(self._score_block(sims, every, None, rows, out=scratch), k)
 
         return _joined([search_in_tiles(parts, n_gallery, self.gallery_embeddings_.shape[1], dtype, multiply,
                                          search)])
@@ -203,7 +203,7 @@ class TopKMixin:
         """Top k of each row by its scores, a few rows at a time (see ``_search_in_parts``)."""
 
         def scored(part, part_rows, out):
-            return self.score_block(part, slice(0, sims.shape[1]), None, part_rows, out=out)
+            return self._score_block(part, slice(0, sims.shape[1]), None, part_rows, out=out)
 
         return self._search_in_parts(sims, rows, k, scored)
 
@@ -291,7 +291,7 @@ class TopKMixin:
                 state = self._row_state(block, columns, state)
         for columns, block in column_blocks():
             rows = slice(first_row, first_row + len(block))
-            best = merge_top_k(best, self.score_block(block, columns, state, rows), columns.start, k)
+            best = merge_top_k(best, self._score_block(block, columns, state, rows), columns.start, k)
         return best
 
     def _given_column_blocks(self, chunks):
@@ -349,7 +349,7 @@ class TopKMixin:
                 return np.asarray(sims[rows, columns], dtype=dtype)
 
             return read, sims.shape[0], dtype, lambda rows: False
-        prepared = self.prepare_queries(queries)
+        prepared = self._prepare_queries(queries)
         gallery, gallery_norm = self._gallery_in(prepared.dtype)
 
         def product(rows, columns, checked=True, out=None):

@@ -17,6 +17,7 @@ from skqbnorm import (
     SinkhornNormalization,
     catalogue,
 )
+from skqbnorm.normalizers import index_serving
 from skqbnorm.normalizers._bias import BiasFormMixin
 
 from helpers import stable_ranking as ranking
@@ -70,8 +71,8 @@ def fitted(case, mode, seed=0, n_gallery=40):
 
 def biased(normalizer, sims):
     """``s - bias_g`` of each row's form, by hand: raw rows stay raw."""
-    forms = normalizer.row_forms(sims.argmax(axis=1))
-    biases = normalizer.gallery_biases()
+    forms = index_serving(normalizer).row_forms(sims.argmax(axis=1))
+    biases = index_serving(normalizer).gallery_biases()
     return np.where((forms >= 0)[:, None], sims - biases[np.maximum(forms, 0)], sims)
 
 
@@ -87,21 +88,21 @@ def test_augmented_inner_products_are_biased_similarities(case):
     normalizer, sims = fitted(case, "embedding")
     queries = np.random.default_rng(1).normal(size=(30, N_DIMS))
     sims = normalizer.similarities(queries)
-    products = normalizer.augmented_queries(queries) @ normalizer.augmented_gallery().T
+    products = index_serving(normalizer).augmented_queries(queries) @ index_serving(normalizer).augmented_gallery().T
     np.testing.assert_allclose(products, biased(normalizer, sims), rtol=0, atol=1e-12)
     # A top-1 from elsewhere (a raw index search) selects the same forms.
-    given = normalizer.augmented_queries(queries, top1=sims.argmax(axis=1))
-    np.testing.assert_array_equal(given, normalizer.augmented_queries(queries))
+    given = index_serving(normalizer).augmented_queries(queries, top1=sims.argmax(axis=1))
+    np.testing.assert_array_equal(given, index_serving(normalizer).augmented_queries(queries))
 
 
 def test_gates_open_and_close_in_these_cases():
     """The gated cases above see raw rows and, for the dual bank, every form."""
     dis, sims = fitted(CASES[2], "embedding")
-    assert set(dis.row_forms(sims.argmax(axis=1))) == {-1, 0}
+    assert set(index_serving(dis).row_forms(sims.argmax(axis=1))) == {-1, 0}
     dual, sims = fitted(CASES[7], "embedding")
     assert dual.gallery_bank_activated_ is not None
-    assert set(dual.row_forms(sims.argmax(axis=1))) == {-1, 0, 1, 2}
-    assert dual.gallery_biases().shape == (3, 40)
+    assert set(index_serving(dual).row_forms(sims.argmax(axis=1))) == {-1, 0, 1, 2}
+    assert index_serving(dual).gallery_biases().shape == (3, 40)
 
 
 def test_biases_by_hand():
@@ -131,23 +132,23 @@ def test_augmented_vectors_hold_prepared_embeddings():
     rng = np.random.default_rng(4)
     gallery, queries = rng.normal(size=(10, 4)), rng.normal(size=(3, 4))
     normalizer = NearestNeighborNormalization(k=2).fit(rng.normal(size=(5, 4)), gallery=gallery)
-    augmented = normalizer.augmented_gallery()
+    augmented = index_serving(normalizer).augmented_gallery()
     np.testing.assert_allclose(augmented[:, :4], gallery / np.linalg.norm(gallery, axis=1, keepdims=True))
     np.testing.assert_array_equal(augmented[:, 4], -normalizer.gallery_bias())
-    query_vectors = normalizer.augmented_queries(queries)
+    query_vectors = index_serving(normalizer).augmented_queries(queries)
     np.testing.assert_allclose(query_vectors[:, :4], queries / np.linalg.norm(queries, axis=1, keepdims=True))
     np.testing.assert_array_equal(query_vectors[:, 4], 1.0)
     dot = Centering(metric="dot").fit(rng.normal(size=(5, 4)), gallery=gallery)
-    np.testing.assert_array_equal(dot.augmented_gallery()[:, :4], gallery)
+    np.testing.assert_array_equal(index_serving(dot).augmented_gallery()[:, :4], gallery)
 
 
 def test_dtypes():
     rng = np.random.default_rng(5)
     gallery = rng.normal(size=(10, 4)).astype(np.float32)
     normalizer = Centering().fit(rng.normal(size=(5, 4)).astype(np.float32), gallery=gallery)
-    assert normalizer.augmented_gallery().dtype == np.float32
-    assert normalizer.augmented_gallery(dtype=np.float64).dtype == np.float64
-    assert normalizer.augmented_queries(gallery[:2]).dtype == np.float32
+    assert index_serving(normalizer).augmented_gallery().dtype == np.float32
+    assert index_serving(normalizer).augmented_gallery(dtype=np.float64).dtype == np.float64
+    assert index_serving(normalizer).augmented_queries(gallery[:2]).dtype == np.float32
     assert normalizer.gallery_bias().dtype == np.float64
 
 
@@ -171,18 +172,18 @@ def test_errors():
     precomputed = DynamicInvertedSoftmax(k=1).fit(rng.normal(size=(8, 5)))
     assert precomputed.gallery_bias().shape == (5,)
     with pytest.raises(ValueError, match="precomputed similarities"):
-        precomputed.augmented_gallery()
+        index_serving(precomputed).augmented_gallery()
     with pytest.raises(ValueError, match="precomputed similarities"):
-        precomputed.augmented_queries(rng.normal(size=(2, 3)))
+        index_serving(precomputed).augmented_queries(rng.normal(size=(2, 3)))
     with pytest.raises(ValueError, match=r"outside \[0, 5\)"):
-        precomputed.row_forms(np.array([0, 5]))
+        index_serving(precomputed).row_forms(np.array([0, 5]))
     with pytest.raises(ValueError, match="1-D array of gallery indices"):
-        precomputed.row_forms(np.array([0.5]))
+        index_serving(precomputed).row_forms(np.array([0.5]))
     embedded = Centering().fit(rng.normal(size=(8, 3)), gallery=rng.normal(size=(5, 3)))
     with pytest.raises(ValueError, match="3 dimensions"):
-        embedded.augmented_queries(rng.normal(size=(2, 4)))
+        index_serving(embedded).augmented_queries(rng.normal(size=(2, 4)))
     with pytest.raises(ValueError, match="top1 has 1 entries for 2 queries"):
-        embedded.augmented_queries(rng.normal(size=(2, 3)), top1=[0])
+        index_serving(embedded).augmented_queries(rng.normal(size=(2, 3)), top1=[0])
 
 
 def test_the_gate_reads_the_products_that_similarities_multiplies(monkeypatch):
@@ -195,14 +196,14 @@ def test_the_gate_reads_the_products_that_similarities_multiplies(monkeypatch):
     bank, gallery, queries = (rng.normal(size=(n, N_DIMS)).astype(np.float32) for n in (40, 300, 9))
     for metric in ("cosine", "dot"):
         dis = DynamicInvertedSoftmax(beta=10.0, k=1, metric=metric).fit(bank, gallery=gallery)
-        forms = dis.row_forms(np.argmax(dis.similarities(queries), axis=1))
-        tail = dis.augmented_queries(queries)[:, N_DIMS:]
+        forms = index_serving(dis).row_forms(np.argmax(dis.similarities(queries), axis=1))
+        tail = index_serving(dis).augmented_queries(queries)[:, N_DIMS:]
         np.testing.assert_array_equal(np.where(tail.any(axis=1), tail.argmax(axis=1), -1), forms)
     huge = np.full((5, N_DIMS), 1e38, dtype=np.float32) * np.sign(gallery[:1])
     with pytest.raises(ValueError, match=r"overflows float32 under metric='dot'"):
         dis.similarities(huge)
     with pytest.raises(ValueError, match=r"overflows float32 under metric='dot'"):
-        dis.augmented_queries(huge)
+        index_serving(dis).augmented_queries(huge)
 
 
 def test_caller_arrays_untouched():
@@ -210,8 +211,8 @@ def test_caller_arrays_untouched():
     gallery, queries = rng.normal(size=(10, 4)), rng.normal(size=(3, 4))
     gallery_copy, queries_copy = gallery.copy(), queries.copy()
     normalizer = Centering().fit(rng.normal(size=(5, 4)), gallery=gallery)
-    normalizer.augmented_queries(queries)
-    normalizer.augmented_gallery()[:] = 0
+    index_serving(normalizer).augmented_queries(queries)
+    index_serving(normalizer).augmented_gallery()[:] = 0
     np.testing.assert_array_equal(queries, queries_copy)
     np.testing.assert_array_equal(gallery, gallery_copy)
     assert np.abs(normalizer.gallery_embeddings_).sum() > 0

@@ -1,4 +1,5 @@
-"""The seams of NormalizedIndex, QueryBankGate and the serving protocol (issue 20)."""
+"""Edge cases of NormalizedIndex and QueryBankGate served by it: refitted normalisers,
+open and closed gates, refusals by name, IVF training sets, overflows and k."""
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from skqbnorm import (
     NearestNeighborNormalization,
     QueryBankGate,
 )
+from skqbnorm.normalizers import index_serving
 
 N_DIMS = 8
 
@@ -174,14 +176,14 @@ def test_a_gate_fitted_with_a_gallery_bank_uses_it(data):
 def test_an_unfitted_gate_is_not_fitted(data):
     gate = QueryBankGate()
     for serve in (lambda: gate.transform(data["queries"]), lambda: gate.top_k(data["queries"]),
-                  gate.serving_normalizer, lambda: gate.similarities(data["queries"])):
+                  lambda: index_serving(gate), lambda: gate.similarities(data["queries"])):
         with pytest.raises(NotFittedError):
             serve()
 
 
 def test_the_gate_serves_raw_with_the_normalizers_checks_when_closed(data):
     gate = closed_gate(data)
-    served = gate.serving_normalizer()
+    served = index_serving(gate).normalizer
     assert served is not gate.normalizer_ and served.capabilities.index == "bias"
     np.testing.assert_array_equal(served.gallery_bias(), np.zeros(1000))
     sims = gate.similarities(data["queries"])
@@ -195,10 +197,10 @@ def test_the_gate_serves_raw_with_the_normalizers_checks_when_closed(data):
 def test_augmented_vectors_refuse_an_integer_dtype(data, dtype):
     normalizer = InvertedSoftmax().fit(data["bank"], gallery=data["gallery"])
     with pytest.raises(ValueError, match="dtype must be a floating dtype"):
-        normalizer.augmented_gallery(dtype=dtype)
+        index_serving(normalizer).augmented_gallery(dtype=dtype)
     with pytest.raises(ValueError, match="dtype must be a floating dtype"):
-        normalizer.augmented_queries(data["queries"], dtype=dtype)
-    assert normalizer.augmented_gallery(dtype=np.float16).dtype == np.float16
+        index_serving(normalizer).augmented_queries(data["queries"], dtype=dtype)
+    assert index_serving(normalizer).augmented_gallery(dtype=np.float16).dtype == np.float16
 
 
 def test_query_embeddings_in_place_of_similarities_name_what_to_call(data):
@@ -245,13 +247,13 @@ def test_an_ivf_index_is_trained_on_evenly_spaced_items(data, index_module, trai
     """The same index as FAISS builds by hand from every ceil(n / train_size)-th vector."""
     normalizer = NearestNeighborNormalization(k=5).fit(data["bank"], gallery=data["gallery"])
     index = index_module.NormalizedIndex(normalizer, "IVF8,Flat", nprobe=1, train_size=train_size).fit()
-    vectors = normalizer.augmented_gallery(dtype=np.float32)
+    vectors = index_serving(normalizer).augmented_gallery(dtype=np.float32)
     step = 1 if train_size is None else -(-1000 // train_size)
     by_hand = faiss_module().index_factory(vectors.shape[1], "IVF8,Flat", faiss_module().METRIC_INNER_PRODUCT)
     by_hand.train(np.ascontiguousarray(vectors[::step]))
     by_hand.add(vectors)
     by_hand.nprobe = 1
-    queries = normalizer.augmented_queries(data["queries"], dtype=np.float32)
+    queries = index_serving(normalizer).augmented_queries(data["queries"], dtype=np.float32)
     np.testing.assert_array_equal(index.search(data["queries"], k=20)[0], by_hand.search(queries, 20)[1])
 
 
