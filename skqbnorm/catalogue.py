@@ -11,8 +11,10 @@ from :data:`METHODS`; a method is one entry here. A new normaliser is one class
 
 after which the command line, ``compare``, the index (through the class's declared
 capabilities) and the tests that read :func:`normalizers` pick it up. Names are
-looked up case-insensitively (:func:`get_method`). The rerankers are listed
-apart, in :data:`RERANKERS`.
+looked up case-insensitively (:func:`get_method`). A new reranker is one class and
+one call, ``register("mine", MyReranker)``; it is listed in :data:`RERANKERS` and by
+:func:`rerankers`. The entries skqbnorm ships are registered by the same
+:func:`register`, so they pass the same checks as yours.
 """
 
 import inspect
@@ -148,7 +150,8 @@ GALLERY_BANK_OPTIONS = {
 }
 
 
-METHODS = {
+#: The methods skqbnorm ships, registered below through :func:`register`.
+_SHIPPED_METHODS = {
     "raw": Method("raw similarities", "the similarities of --sims as given", data="nothing"),
     "is": Method("IS", "Inverted Softmax (QB-Norm)", InvertedSoftmax, ("beta",)),
     "dis": Method("DIS", "Dynamic Inverted Softmax (QB-Norm)", DynamicInvertedSoftmax,
@@ -188,8 +191,8 @@ METHODS = {
         "DSL (transductive)", "dual softmax over the test queries themselves (see below)",
         DualSoftmax, ("temperature",), data="test queries"),
 }
-#: The rerankers, by name (estimators of ``fit_predict(features, initial_scores)``).
-RERANKERS = {
+#: The rerankers skqbnorm ships, registered below through :func:`register`.
+_SHIPPED_RERANKERS = {
     "hinge": HingeReranker,
     "preference-strength": PreferenceStrengthReranker,
     "pointwise": PointwiseReranker,
@@ -201,8 +204,14 @@ RERANKERS = {
 
 #: The ``data`` a method's normaliser is fitted on (see :class:`Method`).
 DATA = ("querybank", "both banks", "test queries", "nothing", "gated querybank")
-#: The methods skqbnorm ships: :func:`unregister` and ``replace=True`` leave them alone.
-BUILT_IN = frozenset(METHODS)
+#: The registered methods, by lower-case name, in registration order.
+METHODS = {}
+#: The registered rerankers, by lower-case name (estimators of
+#: ``fit_predict(features, initial_scores, groups)``), in registration order.
+RERANKERS = {}
+#: The names skqbnorm ships: :func:`unregister` and ``replace=True`` leave them alone
+#: (empty while the shipped entries register).
+BUILT_IN = frozenset()
 #: What a method list can select: a letter or digit, then letters, digits, ``_ . + -``.
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.+-]*")
 #: The values :func:`normalizers` can match, by capability (the booleans: True, False).
@@ -210,54 +219,96 @@ CAPABILITY_VALUES = {"gallery_bank": GALLERY_BANK_INPUTS, "index": INDEX_SERVING
 
 
 def register(name, method, *, replace=False):
-    """Add a method to :data:`METHODS` under ``name`` (stored lower-case).
+    """Add a method to :data:`METHODS`, or a reranker to :data:`RERANKERS`, under ``name``.
+
+    The name is stored lower-case; methods and rerankers share one set of names.
 
     Parameters
     ----------
     name : str
-        The method's name, as ``--method`` and ``compare(methods=...)`` take it (any
+        The name, as ``--method`` and ``compare(methods=...)`` take a method's (any
         case): a letter or digit, then letters, digits and ``_ . + -``; not ``"all"``.
-    method : Method
-        Its entry. ``method.normalizer`` must be a class with ``fit`` and
-        ``transform`` that declares its :class:`~skqbnorm.normalizers.Capabilities`;
-        a dual-bank class (``capabilities.gallery_bank``) needs ``data="both banks"``,
-        the matching ``gallery_bank_input`` and a registered ``single_bank``. Only a
-        method without a normaliser (raw similarities) has ``data="nothing"``.
+    method : Method or type
+        A normaliser's entry, or a reranker class. ``method.normalizer`` must be a
+        class with ``fit`` and ``transform`` that declares its
+        :class:`~skqbnorm.normalizers.Capabilities`; a dual-bank class
+        (``capabilities.gallery_bank``) needs ``data="both banks"``, the matching
+        ``gallery_bank_input`` and a registered ``single_bank``. Only a method without
+        a normaliser (raw similarities) has ``data="nothing"``. A reranker class is a
+        scikit-learn estimator with ``fit(X, y, groups)`` and ``fit_predict(X, y,
+        groups)`` whose parameters all have defaults.
     replace : bool, default=False
-        Whether ``name`` may replace an entry registered earlier. The methods
+        Whether ``name`` may replace an entry registered earlier. The entries
         skqbnorm ships cannot be replaced.
 
     Returns
     -------
-    method : Method
+    method : Method or type
         The registered entry.
 
     Examples
     --------
-    >>> from skqbnorm import Centering
-    >>> from skqbnorm.catalogue import Method, get_method, register, unregister
+    >>> from skqbnorm import Centering, KReciprocalReranker
+    >>> from skqbnorm.catalogue import Method, get_method, register, rerankers, unregister
     >>> entry = register("Quarter", Method("quarter", "a quarter of the mean", Centering,
     ...                                    fixed=(("alpha", 0.25),)))
     >>> get_method("QUARTER") is entry
     True
     >>> unregister("quarter").label
     'quarter'
+    >>> class MyReranker(KReciprocalReranker):
+    ...     pass
+    >>> register("mine", MyReranker) in rerankers()
+    True
+    >>> unregister("mine").__name__
+    'MyReranker'
     """
     key = _check_name(name)
-    if not isinstance(method, Method):
-        raise TypeError(f"method must be a catalogue.Method; got {type(method).__name__}.")
+    table = _table_for(method)
     if not isinstance(replace, bool):
         raise ValueError(f"replace must be True or False; got replace={replace!r}.")  # noqa: TRY004
     if key in BUILT_IN:
-        raise ValueError(f"name {key!r} is a method skqbnorm ships; it cannot be replaced. "
-                         "Register yours under another name.")
-    if key in METHODS and not replace:
+        raise ValueError(f"name {key!r} is a {_kind(key)} skqbnorm ships; it cannot be "
+                         "replaced. Register yours under another name.")
+    if key in _other_table(table):
+        raise ValueError(f"name {key!r} is registered already as a {_kind(key)}; methods and "
+                         "rerankers share one set of names.")
+    if key in table and not replace:
         raise ValueError(f"name {key!r} is registered already; pass replace=True to replace it.")
-    _check_fields(method)
-    if method.normalizer is not None:
-        _check_normalizer(method)
-    METHODS[key] = method
+    _check_entry(method)
+    table[key] = method
     return method
+
+
+def _table_for(entry):
+    """The table an entry registers in, or a TypeError for an entry of neither kind."""
+    if isinstance(entry, Method):
+        return METHODS
+    if isinstance(entry, type) and not isinstance(getattr(entry, "capabilities", None),
+                                                  Capabilities):
+        return RERANKERS
+    raise TypeError(
+        "method must be a catalogue.Method (a normaliser's entry: Method(label, summary, "
+        f"cls)) or a reranker class; got {entry!r}.")
+
+
+def _other_table(table):
+    return RERANKERS if table is METHODS else METHODS
+
+
+def _kind(key):
+    return "reranker" if key in RERANKERS else "method"
+
+
+def _check_entry(entry):
+    """The checks of a normaliser's entry or of a reranker class: one error on the first
+    field that no evaluation could use."""
+    if isinstance(entry, Method):
+        _check_fields(entry)
+        if entry.normalizer is not None:
+            _check_normalizer(entry)
+    else:
+        _check_reranker(entry)
 
 
 def _check_name(name):
@@ -339,20 +390,40 @@ def _check_normalizer(method):
                          f"{cls.__name__} has no parameter tol.")
 
 
-def unregister(name):
-    """Remove a method registered with :func:`register`.
+def _check_reranker(cls):
+    """A TypeError for a class that is no reranker; a ValueError for one the estimator
+    checks and a comparison cannot build from its defaults."""
+    missing = [name for name in ("fit", "fit_predict", "get_params")
+               if not callable(getattr(cls, name, None))]
+    if missing:
+        raise TypeError(f"The reranker {cls.__name__} has no {' or '.join(missing)}; a reranker "
+                        "is a scikit-learn estimator with fit(X, y, groups) and fit_predict.")
+    if "groups" not in inspect.signature(cls.fit_predict).parameters:
+        raise ValueError(f"The reranker {cls.__name__}.fit_predict takes no groups; a reranker "
+                         "reranks each list (group) of items apart.")
+    required = [name for name, parameter in inspect.signature(cls).parameters.items()
+                if parameter.default is inspect.Parameter.empty
+                and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                           inspect.Parameter.VAR_KEYWORD)]
+    if required:
+        raise ValueError(f"The reranker {cls.__name__} has parameters without a default "
+                         f"{required}; a registered reranker is built from its defaults.")
 
-    The methods skqbnorm ships are not removed (raw similarities are every
+
+def unregister(name):
+    """Remove a method or a reranker registered with :func:`register`.
+
+    The entries skqbnorm ships are not removed (raw similarities are every
     comparison's baseline): choose the methods to compare with ``methods=`` instead.
 
     Parameters
     ----------
     name : str
-        The method's name, in any case.
+        The method's or reranker's name, in any case.
 
     Returns
     -------
-    method : Method
+    method : Method or type
         The removed entry.
 
     Examples
@@ -368,10 +439,12 @@ def unregister(name):
     ...
     ValueError: name 'raw' is a method skqbnorm ships and cannot be unregistered; leave it out of a comparison with methods=.
     """
-    key = _key(name)
+    key = _key(name, RERANKERS)
     if key in BUILT_IN:
-        raise ValueError(f"name {key!r} is a method skqbnorm ships and cannot be unregistered; "
-                         "leave it out of a comparison with methods=.")
+        raise ValueError(f"name {key!r} is a {_kind(key)} skqbnorm ships and cannot be "
+                         "unregistered; leave it out of a comparison with methods=.")
+    if key in RERANKERS:
+        return RERANKERS.pop(key)
     users = [other for other, method in METHODS.items()
              if isinstance(method.single_bank, str) and method.single_bank.lower() == key]
     if users:
@@ -475,12 +548,13 @@ def _check_capability_value(name, value):
 
 
 def rerankers():
-    """List the reranker classes, in :data:`RERANKERS`' order.
+    """List the registered reranker classes, in registration order.
 
     Returns
     -------
     classes : list of type
-        Each reranker class once.
+        Each reranker class once (a class registered under two names is listed
+        once).
 
     Examples
     --------
@@ -488,18 +562,23 @@ def rerankers():
     >>> "KReciprocalReranker" in [cls.__name__ for cls in rerankers()]
     True
     """
-    return list(RERANKERS.values())
+    return list(dict.fromkeys(RERANKERS.values()))
 
 
-def _key(name):
+def _key(name, rerankers=None):
+    """``name`` lower-cased, or a ValueError listing the registered methods (and the
+    rerankers, when ``rerankers`` is given, the table to look in besides)."""
+    listed = f"the methods are {', '.join(METHODS)}"
+    if rerankers is not None:
+        listed += f"; the rerankers {', '.join(rerankers)}"
     if not isinstance(name, str):
         raise ValueError(  # noqa: TRY004
-            f"name must be a method name (a string); got name={name!r}. The methods are "
-            f"{', '.join(METHODS)}.")
+            f"name must be a method name (a string); got name={name!r}. {listed[0].upper()}"
+            f"{listed[1:]}.")
     key = name.lower()
-    if key not in METHODS:
-        raise ValueError(f"No method named {name!r}: name {name!r} is not registered; the "
-                         f"methods are {', '.join(METHODS)}.")
+    if key not in METHODS and (rerankers is None or key not in rerankers):
+        raise ValueError(f"No method named {name!r}: name {name!r} is not registered; "
+                         f"{listed}.")
     return key
 
 
@@ -571,3 +650,11 @@ def describe(method, normalizer):
 def class_default(method, name):
     """The default of parameter ``name`` of the normaliser ``method`` stands for."""
     return inspect.signature(METHODS[method].normalizer).parameters[name].default
+
+
+# The shipped entries pass through register() as a plug-in does; then their names are
+# protected from replace=True and unregister().
+for _name, _entry in {**_SHIPPED_METHODS, **_SHIPPED_RERANKERS}.items():
+    register(_name, _entry)
+BUILT_IN = frozenset(METHODS) | frozenset(RERANKERS)
+del _name, _entry

@@ -12,6 +12,7 @@ Every case is a call on small arrays plus the outcome it may end in:
 """
 
 import hashlib
+import inspect
 import io
 import os
 import zipfile
@@ -27,27 +28,17 @@ from scipy import sparse
 from skqbnorm import (
     CSLS,
     Centering,
-    DualBankSinkhornNormalization,
-    DualDynamicInvertedSoftmax,
-    DualInvertedSoftmax,
-    DualSoftmax,
-    DynamicInvertedSoftmax,
-    GloballyCorrected,
-    HingeReranker,
     InvertedSoftmax,
     MutualProximity,
     NearestNeighborNormalization,
     PointwiseReranker,
-    PreferenceStrengthReranker,
-    QueryBankZNorm,
-    RandomWalkReranker,
-    SinkhornNormalization,
     catalogue,
     compare,
 )
 from skqbnorm import metrics as M
 from skqbnorm.cli import main as cli_main
 from skqbnorm.normalizers import Capabilities, QueryBankGate
+from skqbnorm.rerankers import BayesianReranker
 
 SHAPE_PATTERN = r"\(\d+,(\s*\d+,?)*\)|\bshape\b"
 
@@ -273,28 +264,13 @@ SHAPE_ERRORS_ON_COLUMNS = {"column_missing", "column_extra"}
 
 # -- normalisers --------------------------------------------------------------------------
 
-NORMALIZERS = {
-    "IS": lambda **kw: InvertedSoftmax(**kw),
-    "DIS": lambda **kw: DynamicInvertedSoftmax(**kw),
-    "CSLS": lambda **kw: CSLS(**{"k": 3, **kw}),
-    "GC": lambda **kw: GloballyCorrected(**kw),
-    "CENT": lambda **kw: Centering(**kw),
-    # the later methods (their own hyperparameters are swept in their test modules)
-    "NNN": lambda **kw: NearestNeighborNormalization(**{"k": 3, **kw}),
-    "DN": lambda **kw: Centering(**{"alpha": 0.5, **kw}),
-    "ZNORM": lambda **kw: QueryBankZNorm(**kw),
-    "MP": lambda **kw: MutualProximity(**kw),
-    "MP-EMPIRIC": lambda **kw: MutualProximity(**{"method": "empiric", **kw}),
-    "DBNORM": lambda **kw: DualInvertedSoftmax(**kw),
-    "DBNORM-DYNAMIC": lambda **kw: DualDynamicInvertedSoftmax(**kw),
-    "SN": lambda **kw: SinkhornNormalization(**kw),
-    "DBSN": lambda **kw: DualBankSinkhornNormalization(**kw),
-    "DSL": lambda **kw: DualSoftmax(**kw),
-}
+#: Settings the small arrays need, by class (optional: a class not named here runs at its
+#: defaults): a bank of 8 rows leaves CSLS and NNN no valid default k.
+SMALL_DATA_PARAMS = {CSLS: {"k": 3}, NearestNeighborNormalization: {"k": 3}}
+# Optional extra cases, by the catalogue name upper-case; a class named in none of these
+# still runs every case that all normalisers share.
 #: Whose k must not exceed the querybank: a bank of one row leaves them no valid k of 3.
 BANK_K_NORMALIZERS = ("CSLS", "NNN")
-#: Whose scores need nothing of the whole row: top_k reads its chunks once (an iterator will do).
-ONE_PASS_TOP_K = ("IS", "CENT", "NNN", "DN", "ZNORM", "DBNORM", "SN", "DBSN", "DSL")
 #: Whose scores, S exp((S - c) / T), leave float64 for similarities far above the bank's
 #: (|S - c| / T past about 709): refused, so every input of a larger scale may be.
 SCALE_BOUND_NORMALIZERS = ("DSL",)
@@ -308,19 +284,27 @@ def _out_dtype(x):
     return np.float32 if getattr(x, "dtype", None) in (np.float32, np.float16) else np.float64
 
 
+def _maker(cls, fixed):
+    """A factory of ``cls`` with the method's fixed parameters and the small-data settings."""
+    preset = {**SMALL_DATA_PARAMS.get(cls, {}), **dict(fixed)}
+    return lambda **kw: cls(**{**preset, **kw})
+
+
 def sweep_normalizers():
-    """NORMALISERS, then every class of the catalogue that none of them makes, at its
-    defaults (under its class name, upper-case): a registered method enters the sweep."""
-    covered = {type(make()) for make in NORMALIZERS.values()}
-    added = {cls.__name__.upper(): (lambda cls=cls, **kw: cls(**kw))
-             for cls in catalogue.normalizers() if cls not in covered}
-    return {**NORMALIZERS, **added}
+    """One factory per distinct (class, fixed parameters) of the catalogue, under the first
+    method's name, upper-case: a registered method enters the sweep with no other edit."""
+    found, seen = {}, set()
+    for name, method in catalogue.METHODS.items():
+        key = (method.normalizer, tuple(sorted(method.fixed)))
+        if method.normalizer is None or key in seen:
+            continue
+        seen.add(key)
+        found[name.upper()] = _maker(method.normalizer, method.fixed)
+    return found
 
 
 def one_pass_top_k(est_name, make):
-    """Whether top_k reads chunks once: ONE_PASS_TOP_K's, else as the class declares."""
-    if est_name in NORMALIZERS:
-        return est_name in ONE_PASS_TOP_K
+    """Whether top_k reads chunks once: as the class declares (it needs no whole row)."""
     return not make().capabilities.whole_rows
 
 
@@ -750,18 +734,32 @@ RX = _rng.normal(size=(12, 3))
 RY = _rng.uniform(0, 1, 12)
 RG = np.repeat([0, 1], 6)
 
-RERANKERS = {
-    "hinge": lambda **kw: HingeReranker(**{"n_neighbors": 3, **kw}),
-    "pref": lambda **kw: PreferenceStrengthReranker(**{"n_neighbors": 3, **kw}),
-    "pointwise": lambda **kw: PointwiseReranker(**{"n_neighbors": 3, **kw}),
-    "randomwalk": lambda **kw: RandomWalkReranker(**{"n_neighbors": 3, **kw}),
-}
-PAIRWISE = ("hinge", "pref")
+#: Settings the small lists (two of 6 items) need, by parameter name (optional: a reranker
+#: with none of these parameters runs at its defaults).
+SMALL_LIST_PARAMS = {"n_neighbors": 3, "k1": 3, "k2": 2, "n_query": 2, "n_database": 2}
+#: The one reranker run with worker processes: starting them takes seconds.
+PARALLEL_RERANKER = PointwiseReranker
 
 
-def _rerank_case(est_name, label, X, y, groups, expect, names, shape=False, params=None,
+def reranker_maker(cls):
+    """A factory of the reranker ``cls`` with the small-list settings of its parameters."""
+    names = inspect.signature(cls).parameters
+    preset = {name: value for name, value in SMALL_LIST_PARAMS.items() if name in names}
+    return lambda **kw: cls(**{**preset, **kw})
+
+
+def sweep_rerankers(bayesian):
+    """The registered rerankers, by catalogue name, that are (``bayesian=True``) or are not
+    Bayesian rerankers: a registered reranker enters the sweep with no other edit."""
+    found = {}
+    for name, cls in catalogue.RERANKERS.items():
+        if issubclass(cls, BayesianReranker) == bayesian and cls not in found.values():
+            found[name] = cls
+    return found
+
+
+def _rerank_case(make, est_name, label, X, y, groups, expect, names, shape=False, params=None,
                  finite=True, same_as_base=False):
-    make = RERANKERS[est_name]
     params = params or {}
 
     def run(ctx):
@@ -784,9 +782,52 @@ def _rerank_case(est_name, label, X, y, groups, expect, names, shape=False, para
     return Case("rerankers", f"{est_name}-{label}", run, check, names, shape, expect, finite)
 
 
-def _reranker_cases():
+#: Values of the Bayesian rerankers' parameters, (value, expect), each swept on every
+#: reranker that has the parameter.
+BAYESIAN_PARAMS = {
+    "c": [(0, "error"), (-1.0, "error"), (np.nan, "error"), (np.inf, "error"), (True, "error"),
+          ("1", "error"), (1e-300, "any"), (1e-12, "any"), (1e100, "any"), (1e300, "any"),
+          (np.float32(1), "ok"), (1, "ok")],
+    "sigma": [(0, "error"), (-1.0, "error"), (np.nan, "error"), (np.inf, "any"), (1e-300, "any"),
+              (1e300, "any"), (1e-3, "any"), ("mean", "error"), (True, "error"), (2, "ok")],
+    "n_neighbors": [(0, "error"), (-1, "error"), (1, "ok"), (5, "ok"), (100, "any"),
+                    (True, "error"), (2.5, "error"), (2.0, "any")],
+    "graph": [("dense", "ok"), ("full", "error"), (None, "error")],
+    "initial": [("scores", "ok"), ("minmax", "ok"), ("rank", "ok"), ("binary", "any"),
+                ("x", "error")],
+    "n_positive": [(0, "error"), (1, "any"), (100, "any"), (2.5, "error")],
+    "n_jobs": [(0, "any"), (2.5, "error")],
+    "laplacian": [("normalized", "ok"), ("x", "error")],
+    "pairs": [("all", "ok"), ("top_bottom", "any"), ("clustering", "any"), ("x", "error")],
+    "rho": [(0, "error"), (1, "ok"), (4, "ok"), (5, "ok"), (1000, "ok"), (True, "error"),
+            (2.5, "error")],
+    "n_top": [(0, "error"), (1, "any"), (1000, "any")],
+    "n_bottom": [(0, "error"), (1, "any"), (1000, "any")],
+    "n_clusters": [(0, "error"), (1, "any"), (100, "any")],
+    "random_state": [("x", "error"), (0, "ok")],
+    "margin": [(0, "error"), (-1.0, "error"), (np.inf, "error"), (1e300, "any"), (1e-300, "any"),
+               (1e-30, "any")],
+    "eps_abs": [(0, "any"), (-1.0, "error"), (1e-300, "any")],
+    "eps_rel": [(0, "any"), (-1.0, "error")],
+    "max_iter": [(0, "error"), (1, "any"), (2.5, "error")],
+}
+
+
+def _bayesian_params(cls):
+    """(name, value, expect) for each parameter of ``cls`` in BAYESIAN_PARAMS."""
+    names = inspect.signature(cls).parameters
+    params = [(name, value, expect) for name, values in BAYESIAN_PARAMS.items() if name in names
+              for value, expect in values]
+    if cls is PARALLEL_RERANKER:
+        params.append(("n_jobs", 2, "ok"))
+    return params
+
+
+def _reranker_cases(rerankers=None):
+    """The cases of the Bayesian rerankers (by default every registered one)."""
     cases = []
-    for est_name in RERANKERS:
+    for est_name, cls in (sweep_rerankers(True) if rerankers is None else rerankers).items():
+        case = partial(_rerank_case, reranker_maker(cls), est_name)
         for variant, (build, expect, finite, shape_problem) in MATRIX_VARIANTS.items():
             if variant in ("column_missing", "column_extra", "duplicate_column"):
                 expect = "ok"
@@ -794,10 +835,10 @@ def _reranker_cases():
                 expect = "any"  # all samples alike: no graph to speak of
             if variant in ("single_row",):
                 expect = "error"
-            cases.append(_rerank_case(est_name, f"X-{variant}",
-                                      lambda c, b=build: b(RX.copy(), c), RY.copy(), RG.copy(),
-                                      expect, ("X",), shape_problem, finite=finite,
-                                      same_as_base=variant in REPRESENTATION_ONLY))
+            cases.append(case(f"X-{variant}",
+                              lambda c, b=build: b(RX.copy(), c), RY.copy(), RG.copy(),
+                              expect, ("X",), shape_problem, finite=finite,
+                              same_as_base=variant in REPRESENTATION_ONLY))
         y_specs = [
             ("nan", _set(RY, 2, np.nan), "error", False, False),
             ("inf", _set(RY, 3, np.inf), "error", False, False),
@@ -824,9 +865,9 @@ def _reranker_cases():
             ("scalar", 0.5, "error", True, True),
         ]
         for label, y, expect, finite, shape in y_specs:
-            cases.append(_rerank_case(est_name, f"y-{label}", RX.copy(), y, RG.copy(), expect,
-                                      ("y",), shape, finite=finite,
-                                      same_as_base=label in ("list", "str_numbers")))
+            cases.append(case(f"y-{label}", RX.copy(), y, RG.copy(), expect,
+                              ("y",), shape, finite=finite,
+                              same_as_base=label in ("list", "str_numbers")))
         g_specs = [
             ("none", None, "ok", False),
             ("strings", np.where(RG == 0, "a", "b"), "ok", False),
@@ -843,47 +884,10 @@ def _reranker_cases():
         ]
         for label, groups, expect, shape in g_specs:
             relabelled = label in ("strings", "floats", "bool", "list")
-            cases.append(_rerank_case(est_name, f"groups-{label}", RX.copy(), RY.copy(), groups,
-                                      expect, ("groups", "group"), shape,
-                                      same_as_base=relabelled))
-        params = [("c", v, e) for v, e in [
-            (0, "error"), (-1.0, "error"), (np.nan, "error"), (np.inf, "error"), (True, "error"),
-            ("1", "error"), (1e-300, "any"), (1e-12, "any"), (1e100, "any"), (1e300, "any"),
-            (np.float32(1), "ok"), (1, "ok")]]
-        params += [("sigma", v, e) for v, e in [
-            (0, "error"), (-1.0, "error"), (np.nan, "error"), (np.inf, "any"), (1e-300, "any"),
-            (1e300, "any"), (1e-3, "any"), ("mean", "error"), (True, "error"), (2, "ok")]]
-        params += [("n_neighbors", v, e) for v, e in [
-            (0, "error"), (-1, "error"), (1, "ok"), (5, "ok"), (100, "any"), (True, "error"),
-            (2.5, "error"), (2.0, "any")]]
-        params += [("graph", v, e)
-                   for v, e in [("dense", "ok"), ("full", "error"), (None, "error")]]
-        params += [("initial", v, e) for v, e in [
-            ("scores", "ok"), ("minmax", "ok"), ("rank", "ok"), ("binary", "any"), ("x", "error")]]
-        params += [("n_positive", v, e) for v, e in [(0, "error"), (1, "any"), (100, "any"),
-                                                        (2.5, "error")]]
-        # one parallel case only: starting worker processes takes seconds
-        n_jobs = [(0, "any"), (2.5, "error")] + ([(2, "ok")] if est_name == "pointwise" else [])
-        params += [("n_jobs", v, e) for v, e in n_jobs]
-        if est_name != "randomwalk":
-            params += [("laplacian", v, e) for v, e in [("normalized", "ok"), ("x", "error")]]
-        if est_name in PAIRWISE:
-            params += [("pairs", v, e) for v, e in [
-                ("all", "ok"), ("top_bottom", "any"), ("clustering", "any"), ("x", "error")]]
-            params += [("rho", v, e) for v, e in [
-                (0, "error"), (1, "ok"), (4, "ok"), (5, "ok"), (1000, "ok"), (True, "error"),
-                (2.5, "error")]]
-            params += [("n_top", v, e) for v, e in [(0, "error"), (1, "any"), (1000, "any")]]
-            params += [("n_bottom", v, e) for v, e in [(0, "error"), (1, "any"), (1000, "any")]]
-            params += [("n_clusters", v, e) for v, e in [(0, "error"), (1, "any"), (100, "any")]]
-            params += [("random_state", v, e) for v, e in [("x", "error"), (0, "ok")]]
-        if est_name == "hinge":
-            params += [("margin", v, e) for v, e in [
-                (0, "error"), (-1.0, "error"), (np.inf, "error"), (1e300, "any"), (1e-300, "any"),
-                (1e-30, "any")]]
-            params += [("eps_abs", v, e) for v, e in [(0, "any"), (-1.0, "error"), (1e-300, "any")]]
-            params += [("eps_rel", v, e) for v, e in [(0, "any"), (-1.0, "error")]]
-            params += [("max_iter", v, e) for v, e in [(0, "error"), (1, "any"), (2.5, "error")]]
+            cases.append(case(f"groups-{label}", RX.copy(), RY.copy(), groups,
+                              expect, ("groups", "group"), shape,
+                              same_as_base=relabelled))
+        params = _bayesian_params(cls)
         for name, value, expect in params:
             extra = {"pairs": "clustering"} if name in ("n_clusters", "random_state") else {}
             if name in ("n_top", "n_bottom"):
@@ -891,27 +895,27 @@ def _reranker_cases():
             if name == "n_positive":
                 extra = {"initial": "binary"}
             names = (name, *extra, "pairs") if extra else (name,)
-            cases.append(_rerank_case(est_name, f"param-{name}={value!r}", RX.copy(), RY.copy(),
-                                      RG.copy(), expect, names, params={name: value, **extra}))
-        if est_name == "hinge":
-            cases.append(_rerank_case(est_name, "param-eps_abs=eps_rel=0", RX.copy(), RY.copy(),
-                                      RG.copy(), "any", ("eps_abs", "eps_rel"),
-                                      params={"eps_abs": 0.0, "eps_rel": 0.0}))
+            cases.append(case(f"param-{name}={value!r}", RX.copy(), RY.copy(),
+                              RG.copy(), expect, names, params={name: value, **extra}))
+        if "eps_rel" in inspect.signature(cls).parameters:
+            cases.append(case("param-eps_abs=eps_rel=0", RX.copy(), RY.copy(),
+                              RG.copy(), "any", ("eps_abs", "eps_rel"),
+                              params={"eps_abs": 0.0, "eps_rel": 0.0}))
         for scale in (1e200, 1e-200, 1e100, 1e-100):
-            cases.append(_rerank_case(est_name, f"X_scaled_{scale:g}", RX * scale, RY.copy(),
-                                      RG.copy(), "ok", ("X",), same_as_base=True))
-        cases.append(_rerank_case(est_name, "X_identical_rows", np.ones((12, 3)), RY.copy(),
-                                  RG.copy(), "ok", ("X",)))
-        cases.append(_rerank_case(est_name, "X_duplicate_pairs", np.repeat(RX[:6], 2, axis=0),
-                                  RY.copy(), RG.copy(), "ok", ("X",)))
-        cases.append(_rerank_case(est_name, "two_items", RX[:2], RY[:2], None, "ok", ("X", "y")))
+            cases.append(case(f"X_scaled_{scale:g}", RX * scale, RY.copy(),
+                              RG.copy(), "ok", ("X",), same_as_base=True))
+        cases.append(case("X_identical_rows", np.ones((12, 3)), RY.copy(),
+                          RG.copy(), "ok", ("X",)))
+        cases.append(case("X_duplicate_pairs", np.repeat(RX[:6], 2, axis=0),
+                          RY.copy(), RG.copy(), "ok", ("X",)))
+        cases.append(case("two_items", RX[:2], RY[:2], None, "ok", ("X", "y")))
         for scale in (1e-200, 1e-300, 1e200):
             # raw initial scores with tiny or huge gaps (pair weights 1 / gap^2 for pref)
-            cases.append(_rerank_case(est_name, f"y_scaled_{scale:g}-initial=scores", RX.copy(),
-                                      RY * scale, RG.copy(), "any", ("y", "initial", "c"),
-                                      params={"initial": "scores"}))
-        cases.append(_rerank_case(est_name, "dense_identical_rows", np.ones((12, 3)), RY.copy(),
-                                  RG.copy(), "ok", ("X",), params={"graph": "dense"}))
+            cases.append(case(f"y_scaled_{scale:g}-initial=scores", RX.copy(),
+                              RY * scale, RG.copy(), "any", ("y", "initial", "c"),
+                              params={"initial": "scores"}))
+        cases.append(case("dense_identical_rows", np.ones((12, 3)), RY.copy(),
+                          RG.copy(), "ok", ("X",), params={"graph": "dense"}))
     return cases
 
 

@@ -1,5 +1,9 @@
-"""Sweep cases (see ``sweep_cases.py``) for the neighbourhood rerankers: k-reciprocal,
-diffusion and query expansion, on the same small lists as the Bayesian rerankers."""
+"""Sweep cases (see ``sweep_cases.py``) for the rerankers of the catalogue that are not
+Bayesian rerankers (k-reciprocal, diffusion, query expansion and any registered one), on
+the same small lists as the Bayesian rerankers."""
+
+import inspect
+from functools import partial
 
 import numpy as np
 from sklearn.model_selection import GroupKFold, KFold, LeaveOneGroupOut
@@ -13,6 +17,8 @@ from sweep_cases import (
     _scaled_to,
     _set,
     check_matrix,
+    reranker_maker,
+    sweep_rerankers,
 )
 
 from skqbnorm import (
@@ -23,15 +29,10 @@ from skqbnorm import (
 )
 from skqbnorm.rerankers import RerankerCV
 
-NEIGHBOURHOOD_RERANKERS = {
-    "kreciprocal": lambda **kw: KReciprocalReranker(**{"k1": 3, "k2": 2, **kw}),
-    "diffusion": lambda **kw: DiffusionReranker(**{"n_neighbors": 3, **kw}),
-    "qe": lambda **kw: QueryExpansionReranker(**{"n_query": 2, "n_database": 2, **kw}),
-}
-
-#: Each reranker's own parameters: (name, value, expect).
+#: The shipped rerankers' own parameters, by catalogue name: (name, value, expect)
+#: (optional: a reranker not named here runs every other case).
 PARAMS = {
-    "kreciprocal": [("k1", v, e) for v, e in [(0, "error"), (1, "ok"), (100, "any"),
+    "k-reciprocal": [("k1", v, e) for v, e in [(0, "error"), (1, "ok"), (100, "any"),
                                                (True, "error"), (2.5, "error"), (2.0, "any")]]
     + [("k2", v, e) for v, e in [(0, "error"), (1, "ok"), (100, "any"), (-1, "error")]]
     + [("lambda_value", v, e) for v, e in [(0, "ok"), (1, "ok"), (-0.1, "error"), (1.1, "error"),
@@ -45,18 +46,22 @@ PARAMS = {
                                     (np.nan, "error")]]
     + [("n_source", v, e) for v, e in [(None, "ok"), (1, "ok"), (100, "ok"), (0, "error"),
                                        (2.5, "error")]],
-    "qe": [("alpha", v, e) for v, e in [(0, "ok"), (1e300, "any"), (-1.0, "error"),
+    "query-expansion": [("alpha", v, e) for v, e in [(0, "ok"), (1e300, "any"), (-1.0, "error"),
                                          (np.nan, "error"), (True, "error")]]
     + [("n_query", v, e) for v, e in [(0, "ok"), (100, "any"), (-1, "error"), (2.5, "error")]]
     + [("n_database", v, e) for v, e in [(0, "ok"), (100, "any"), (-1, "error"),
                                          (True, "error")]],
 }
-COSINE_INITIAL = ("kreciprocal", "qe")
 
 
-def _case(est_name, label, X, y, groups, expect, names, shape=False, params=None, finite=True,
-          same_as_base=False):
-    make = NEIGHBOURHOOD_RERANKERS[est_name]
+def _cosine_initial(cls):
+    """Whether the reranker's initial scores are cosines by default (then others refused)."""
+    initial = inspect.signature(cls).parameters.get("initial")
+    return initial is not None and initial.default == "cosine"
+
+
+def _case(make, est_name, label, X, y, groups, expect, names, shape=False, params=None,
+          finite=True, same_as_base=False):
     params = params or {}
 
     def run(ctx):
@@ -75,15 +80,19 @@ def _case(est_name, label, X, y, groups, expect, names, shape=False, params=None
     return Case("rerankers", f"{est_name}-{label}", run, check, names, shape, expect, finite)
 
 
-def neighborhood_reranker_cases():
+def neighborhood_reranker_cases(rerankers=None):
+    """The cases of the rerankers that are not Bayesian (by default every registered one),
+    then RerankerCV's."""
     cases = []
-    for est_name in NEIGHBOURHOOD_RERANKERS:
+    for est_name, cls in (sweep_rerankers(False) if rerankers is None else rerankers).items():
+        cosine_initial = _cosine_initial(cls)
+        case = partial(_case, reranker_maker(cls), est_name)
         for variant, (build, expect, finite, shape_problem) in MATRIX_VARIANTS.items():
             if variant in ("column_missing", "column_extra", "duplicate_column", "single_row"):
                 expect = {"single_row": "error"}.get(variant, "ok")
-            cases.append(_case(est_name, f"X-{variant}", lambda c, b=build: b(RX.copy(), c),
-                               RY.copy(), RG.copy(), expect, ("X",), shape_problem, finite=finite,
-                               same_as_base=variant in REPRESENTATION_ONLY))
+            cases.append(case(f"X-{variant}", lambda c, b=build: b(RX.copy(), c),
+                              RY.copy(), RG.copy(), expect, ("X",), shape_problem, finite=finite,
+                              same_as_base=variant in REPRESENTATION_ONLY))
         y_specs = [
             ("nan", _set(RY, 2, np.nan), "error", False, False),
             ("inf", _set(RY, 3, np.inf), "error", False, False),
@@ -105,11 +114,11 @@ def neighborhood_reranker_cases():
             ("empty", RY[:0], "error", True, True),
         ]
         for label, y, expect, finite, shape in y_specs:
-            cases.append(_case(est_name, f"y-{label}", RX.copy(), y, RG.copy(), expect, ("y",),
-                               shape, finite=finite, same_as_base=label == "list"))
-            if est_name in COSINE_INITIAL and label.startswith(("huge", "offset")):
-                cases.append(_case(est_name, f"y-{label}-minmax", RX.copy(), y, RG.copy(), "ok",
-                                   ("y",), shape, params={"initial": "minmax"}))
+            cases.append(case(f"y-{label}", RX.copy(), y, RG.copy(), expect, ("y",),
+                              shape, finite=finite, same_as_base=label == "list"))
+            if cosine_initial and label.startswith(("huge", "offset")):
+                cases.append(case(f"y-{label}-minmax", RX.copy(), y, RG.copy(), "ok",
+                                  ("y",), shape, params={"initial": "minmax"}))
         g_specs = [
             ("none", None, "ok", False),
             ("strings", np.where(RG == 0, "a", "b"), "ok", False),
@@ -120,23 +129,25 @@ def neighborhood_reranker_cases():
             ("object_mixed", np.array([0, "a"] * 6, dtype=object), "any", False),
         ]
         for label, groups, expect, shape in g_specs:
-            cases.append(_case(est_name, f"groups-{label}", RX.copy(), RY.copy(), groups, expect,
-                               ("groups", "group"), shape, same_as_base=label == "strings"))
-        params = list(PARAMS[est_name]) + [("n_jobs", v, e) for v, e in [(2.5, "error")]]
-        if est_name in COSINE_INITIAL:
+            cases.append(case(f"groups-{label}", RX.copy(), RY.copy(), groups, expect,
+                              ("groups", "group"), shape, same_as_base=label == "strings"))
+        params = list(PARAMS.get(est_name, []))
+        if "n_jobs" in inspect.signature(cls).parameters:
+            params.append(("n_jobs", 2.5, "error"))
+        if cosine_initial:
             params += [("initial", v, e) for v, e in [("minmax", "ok"), ("scores", "error")]]
         for name, value, expect in params:
-            cases.append(_case(est_name, f"param-{name}={value!r}", RX.copy(), RY.copy(),
-                               RG.copy(), expect, (name,), params={name: value}))
+            cases.append(case(f"param-{name}={value!r}", RX.copy(), RY.copy(),
+                              RG.copy(), expect, (name,), params={name: value}))
         for scale in (1e200, 1e-200):
-            cases.append(_case(est_name, f"X_scaled_{scale:g}", RX * scale, RY.copy(), RG.copy(),
-                               "ok", ("X",), same_as_base=True))
-        cases.append(_case(est_name, "X_identical_rows", np.ones((12, 3)), RY.copy(), RG.copy(),
-                           "ok", ("X",)))
-        cases.append(_case(est_name, "X_duplicate_pairs", np.repeat(RX[:6], 2, axis=0), RY.copy(),
-                           RG.copy(), "ok", ("X",)))
-        cases.append(_case(est_name, "two_items", RX[:2], RY[:2], None, "ok", ("X", "y")))
-    return cases + reranker_cv_cases()
+            cases.append(case(f"X_scaled_{scale:g}", RX * scale, RY.copy(), RG.copy(),
+                              "ok", ("X",), same_as_base=True))
+        cases.append(case("X_identical_rows", np.ones((12, 3)), RY.copy(), RG.copy(),
+                          "ok", ("X",)))
+        cases.append(case("X_duplicate_pairs", np.repeat(RX[:6], 2, axis=0), RY.copy(),
+                          RG.copy(), "ok", ("X",)))
+        cases.append(case("two_items", RX[:2], RY[:2], None, "ok", ("X", "y")))
+    return cases + (reranker_cv_cases() if rerankers is None else [])
 
 
 # -- RerankerCV and rerank_path: the candidates, the folds, the relevance ------------------

@@ -1,7 +1,11 @@
 """The catalogue: registration, look-up, listings, and a new method in one file."""
 
+import importlib.util
+from numbers import Real
+
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.estimator_checks import check_estimator
 
 import skqbnorm.normalizers as normalizers_module
@@ -26,7 +30,8 @@ from skqbnorm.normalizers import (
     InvertedSoftmax,
     QueryBankNormalizer,
 )
-from skqbnorm.rerankers import BayesianReranker
+from skqbnorm.rerankers import BayesianReranker, KReciprocalReranker
+from skqbnorm.rerankers._neighborhood import NeighborhoodReranker
 
 
 class ColumnMax:
@@ -61,6 +66,33 @@ class HalfMax(BiasFormMixin, QueryBankNormalizer):
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, (self.bank_max_[columns] / 2).astype(sims.dtype), out=out)
+
+
+class ShrinkToListMean(NeighborhoodReranker):
+    """A toy reranker: each initial score shrunk toward its list's mean by ``shrinkage``."""
+
+    strength_param = "shrinkage"
+    strength_grid = (0.0, 0.5)
+    _parameter_constraints: dict = {**NeighborhoodReranker._parameter_constraints,
+                                    "shrinkage": [Interval(Real, 0, 1, closed="both")]}
+
+    def __init__(self, shrinkage=0.5, n_jobs=None):
+        self.shrinkage = shrinkage
+        self.n_jobs = n_jobs
+
+    def _rerank_path(self, features, initial, values):
+        mean = (initial / len(initial)).sum()  # no overflow near the largest float
+        return [((1 - value) * initial + value * mean, {}) for value in values]
+
+
+@pytest.fixture
+def shrink_to_list_mean():
+    """ShrinkToListMean registered as "Shrink" for the test, then removed."""
+    registered = register("Shrink", ShrinkToListMean)
+    try:
+        yield registered
+    finally:
+        unregister("shrink")
 
 
 @pytest.fixture
@@ -148,8 +180,105 @@ def test_the_rerankers_are_listed_apart():
     listed = rerankers()
     exported = {getattr(package, name) for name in package.__all__}
     assert set(listed) == exported - {BayesianReranker, package.RerankerCV}
-    assert len(listed) == 7 and len(set(listed)) == 7
+    assert len(listed) == len(set(listed)) == len(catalogue.RERANKERS)
     assert not set(listed) & set(normalizers())
+    assert not set(catalogue.RERANKERS) & set(METHODS)
+
+
+def test_a_registered_toy_reranker_is_listed_and_removed(shrink_to_list_mean):
+    assert shrink_to_list_mean is ShrinkToListMean
+    assert rerankers()[-1] is ShrinkToListMean and catalogue.RERANKERS["shrink"] is ShrinkToListMean
+    assert "shrink" not in METHODS
+    with pytest.raises(ValueError, match="registered already; pass replace=True"):
+        register("SHRINK", ShrinkToListMean)
+    assert register("shrink", ShrinkToListMean, replace=True) is ShrinkToListMean
+    with pytest.raises(ValueError, match="registered already as a reranker"):
+        register("shrink", Method("X", "x", Centering))
+    register("quarter", Method("quarter", "a quarter of the mean", Centering,
+                               fixed=(("alpha", 0.25),)))
+    try:
+        with pytest.raises(ValueError, match="registered already as a method"):
+            register("quarter", ShrinkToListMean, replace=True)
+    finally:
+        unregister("quarter")
+    # a class registered under two names is listed once
+    register("shrink-again", ShrinkToListMean)
+    try:
+        assert rerankers().count(ShrinkToListMean) == 1
+    finally:
+        assert unregister("SHRINK-AGAIN") is ShrinkToListMean
+    assert "shrink-again" not in catalogue.RERANKERS
+
+
+def test_a_registered_toy_reranker_passes_check_estimator(shrink_to_list_mean):
+    check_estimator(ShrinkToListMean())
+    # against a reference written here: (1 - s) y + s mean(y), each list apart
+    y, groups = np.array([0.9, 0.1, 0.5, 0.2, 0.4]), np.array([0, 0, 0, 1, 1])
+    scores = ShrinkToListMean(shrinkage=0.25).fit_predict(np.eye(5), y, groups)
+    np.testing.assert_allclose(scores, [0.8, 0.2, 0.5, 0.225, 0.375])
+
+
+@pytest.mark.parametrize("name", ["hinge", "K-Reciprocal", "query-expansion"])
+def test_the_shipped_rerankers_cannot_be_removed_or_replaced(name):
+    with pytest.raises(ValueError, match=rf"name '{name.lower()}' is a reranker skqbnorm ships"):
+        unregister(name)
+    with pytest.raises(ValueError, match="is a reranker skqbnorm ships; it cannot be replaced"):
+        register(name, ShrinkToListMean, replace=True)
+    assert catalogue.RERANKERS[name.lower()] in rerankers()
+
+
+class NoGroups(ShrinkToListMean):
+    def fit_predict(self, X, y):
+        return self.fit(X, y).scores_
+
+
+class NeedsShrinkage(ShrinkToListMean):
+    def __init__(self, shrinkage, n_jobs=None):
+        super().__init__(shrinkage, n_jobs)
+
+
+class NoFitPredict:
+    def fit(self, X, y, groups=None):
+        return self
+
+
+@pytest.mark.parametrize(("entry", "error", "message"), [
+    (NoFitPredict, TypeError, "NoFitPredict has no fit_predict or get_params"),
+    (NoGroups, ValueError, "NoGroups.fit_predict takes no groups"),
+    (NeedsShrinkage, ValueError, r"parameters without a default \['shrinkage'\]"),
+    (InvertedSoftmax, TypeError, "catalogue.Method"),
+    (KReciprocalReranker(), TypeError, "or a reranker class"),
+])
+def test_register_refuses_a_class_that_is_no_reranker(entry, error, message):
+    with pytest.raises(error, match=message):
+        register("x", entry)
+    assert "x" not in catalogue.RERANKERS and "x" not in METHODS
+
+
+def _fresh_catalogue():
+    """A new copy of the catalogue module, its shipped entries registered anew (the
+    package's own module, which the command line reads, is left alone)."""
+    spec = importlib.util.spec_from_file_location("skqbnorm._catalogue_copy", catalogue.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_entries_pass_through_register(monkeypatch):
+    """A shipped entry that a plug-in's checks refuse stops the import: the shipped
+    tables go through register() too."""
+    fresh = _fresh_catalogue()
+    assert fresh.BUILT_IN == catalogue.BUILT_IN == set(METHODS) | set(catalogue.RERANKERS)
+    assert list(fresh.METHODS) == list(METHODS)
+    assert list(fresh.RERANKERS) == list(catalogue.RERANKERS)
+    with monkeypatch.context() as patched:
+        patched.setattr(InvertedSoftmax, "capabilities", None)
+        with pytest.raises(TypeError, match="declares its capabilities"):
+            _fresh_catalogue()
+    with monkeypatch.context() as patched:
+        patched.setattr(KReciprocalReranker, "fit_predict", None)
+        with pytest.raises(TypeError, match="KReciprocalReranker has no fit_predict"):
+            _fresh_catalogue()
 
 
 @pytest.mark.parametrize(("name", "method", "message"), [
@@ -196,25 +325,15 @@ def test_the_catalogue_agrees_with_each_class():
             assert method.gallery_bank_input == declared, name
 
 
-def test_capabilities_refuse_contradictions():
-    with pytest.raises(ValueError, match="bias_form"):
-        Capabilities(gated=True)
-    with pytest.raises(ValueError, match="index"):
-        Capabilities(index="flat")
-    with pytest.raises(ValueError, match="gallery_bank"):
-        Capabilities(gallery_bank="bank")
-
-
 def test_a_registered_toy_enters_the_bad_input_sweep(half_max, tmp_path):
     from sweep_cases import _normalizer_cases, sweep_normalizers
     from test_sweep import outcome
 
-    assert "HALFMAX" in sweep_normalizers()
-    cases = _normalizer_cases({"HALFMAX": sweep_normalizers()["HALFMAX"]})
+    assert "HALF-MAX" in sweep_normalizers()
+    cases = _normalizer_cases({"HALF-MAX": sweep_normalizers()["HALF-MAX"]})
     assert len(cases) >= 50
     problems = {case.id: outcome(case, tmp_path) for case in cases}
     assert not {name: found for name, found in problems.items() if found}
-
 
 
 @pytest.mark.parametrize("name", ["all", " ALL", "All", "a,b", "x y", "", "-x", "tab\t", 3,
@@ -346,3 +465,47 @@ def test_a_registered_toy_enters_the_catalogue_sweep(half_max, tmp_path):
     problems = {case.id: outcome(case, tmp_path) for case in cases}
     assert not {name: found for name, found in problems.items() if found}
     assert get_method("half-max") is half_max
+
+
+def test_registered_toys_enter_the_estimator_checks_and_the_sweep(half_max, shrink_to_list_mean):
+    """Registering is all it takes: a toy normaliser and a toy reranker are enrolled in
+    scikit-learn's estimator checks and in every case list of the sweep."""
+    from sweep_cases import _reranker_cases, all_cases, sweep_normalizers, sweep_rerankers
+    from sweep_cases_rerankers import neighborhood_reranker_cases
+    from test_estimator_checks import catalogue_estimators
+
+    checked = {type(estimator) for estimator in catalogue_estimators()}
+    assert {HalfMax, ShrinkToListMean} <= checked
+    assert "HALF-MAX" in sweep_normalizers()
+    assert sweep_rerankers(False)["shrink"] is ShrinkToListMean
+    assert "shrink" not in sweep_rerankers(True)
+    ids = {case.id for case in all_cases() + neighborhood_reranker_cases()}
+    assert {"normalizers-HALF-MAX-top_k-k=6", "rerankers-shrink-X-list",
+            "rerankers-shrink-y-nan", "rerankers-shrink-groups-none",
+            "rerankers-shrink-param-n_jobs=2.5"} <= ids
+    assert not [case for case in _reranker_cases() if "shrink" in case.id]
+
+
+def test_a_registered_toy_reranker_passes_the_bad_input_sweep(shrink_to_list_mean, tmp_path):
+    from sweep_cases_rerankers import neighborhood_reranker_cases
+    from test_sweep import outcome
+
+    cases = neighborhood_reranker_cases({"shrink": ShrinkToListMean})
+    assert len(cases) >= 50
+    problems = {case.id: outcome(case, tmp_path) for case in cases}
+    assert not {name: found for name, found in problems.items() if found}
+
+
+def test_unregistered_toys_leave_the_lists(half_max):
+    from sweep_cases import sweep_normalizers, sweep_rerankers
+    from test_estimator_checks import catalogue_estimators
+
+    register("shrink", ShrinkToListMean)
+    unregister("shrink")
+    assert ShrinkToListMean not in {type(estimator) for estimator in catalogue_estimators()}
+    assert "shrink" not in sweep_rerankers(False)
+    unregister("half-max")
+    try:
+        assert "HALF-MAX" not in sweep_normalizers()
+    finally:
+        register("half-max", half_max)
