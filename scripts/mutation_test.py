@@ -94,8 +94,8 @@ TEST_RULES = [
     (
         "skqbnorm/_core/_[!_]*.py",
         [
-            "tests/test_core.py",
-            "tests/test_top_k_reducers.py",
+            "tests/_core/test_*.py",
+            "tests/test_top_k_search.py",
             *NORMALIZER_TESTS,
             *COLUMN_STATISTICS_TESTS,
             "tests/metrics/test_retrieval.py",
@@ -111,7 +111,7 @@ TEST_RULES = [
     ("skqbnorm/normalizers/_base.py", [*NORMALIZER_TESTS, "tests/test_dask.py"]),
     # The base's serving half (transform, scores, top_k).
     ("skqbnorm/normalizers/_serving.py", [*NORMALIZER_TESTS, "tests/test_dask.py"]),
-    ("skqbnorm/normalizers/_top_k.py", [*NORMALIZER_TESTS, "tests/test_top_k_reducers.py"]),
+    ("skqbnorm/normalizers/_top_k.py", [*NORMALIZER_TESTS, "tests/test_top_k_search.py"]),
     ("skqbnorm/normalizers/_mutual_proximity.py", COLUMN_STATISTICS_TESTS),
     ("skqbnorm/normalizers/_nnn.py", COLUMN_STATISTICS_TESTS),
     # Used by DBNorm and Sinkhorn (gallery banks), tested through them.
@@ -129,9 +129,9 @@ TEST_RULES = [
     # bank, unfitted, closed, wrapping DBSN, served by an index).
     (
         "skqbnorm/normalizers/_querybank_gate.py",
-        ["tests/normalizers/test_querybank_gate.py", "tests/test_index_seams.py"],
+        ["tests/normalizers/test_querybank_gate.py", "tests/test_index_edge_cases.py"],
     ),
-    ("skqbnorm/index.py", ["tests/test_index.py", "tests/test_index_seams.py"]),
+    ("skqbnorm/index.py", ["tests/test_index.py", "tests/test_index_edge_cases.py"]),
     ("skqbnorm/normalizers/_*.py", NORMALIZER_TESTS),
     ("skqbnorm/metrics/_ranking.py", [*METRIC_TESTS, *RERANKER_TESTS]),
     ("skqbnorm/metrics/_scorers.py", [*METRIC_TESTS, "tests/test_model_selection.py"]),

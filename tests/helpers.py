@@ -74,3 +74,42 @@ def strong_model_task(n_gallery=400, n_dims=32, noise=0.25, shift=0.0, seed=0):
     queries += shift * unit_rows(rng.normal(size=(1, n_dims)))
     bank = unseen + noise * rng.normal(size=unseen.shape) / np.sqrt(n_dims)
     return bank, queries, gallery
+
+
+def stable_top_k(values, k):
+    """Each row's k largest entries and their indices, by a full stable sort (ties to the
+    lowest index)."""
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    return order, np.take_along_axis(values, order, axis=1)
+
+
+def column_top_k_mean(values, k):
+    """The mean of each column's k largest entries, by a full sort."""
+    return np.sort(values, axis=0)[len(values) - k :].mean(axis=0)
+
+
+def top_k_matrices(rng):
+    """Continuous, heavily tied, sorted (every row beats the floor) and constant columns."""
+    yield rng.normal(size=(300, 23))
+    yield rng.integers(-3, 3, size=(257, 19)).astype(np.float32)
+    yield np.sort(rng.normal(size=(200, 17)), axis=0)  # ascending: each row a candidate
+    yield np.sort(rng.normal(size=(200, 17)), axis=0)[::-1].copy()  # descending: none after the start
+    yield np.full((90, 11), 0.25)
+
+
+def clustered_list(seed, n_items=40, n_features=5, n_clusters=4):
+    """Features in clusters, a query near the first cluster, and its cosines to the items."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(n_clusters, n_features))
+    labels = rng.integers(n_clusters, size=n_items)
+    features = centres[labels] + rng.normal(scale=0.6, size=(n_items, n_features))
+    query = centres[0] + rng.normal(scale=0.6, size=n_features)
+    initial = unit_rows(features) @ (query / np.linalg.norm(query))
+    return features, initial, query
+
+
+def same_ranking(scores, expected, tie=1e-9):
+    """Every pair the reference orders (by more than ``tie``) is ordered alike; the Jaccard
+    distance has exact ties (items sharing their whole encoding) that rounding may split."""
+    ordered = expected[:, None] > expected[None, :] + tie
+    return bool(np.all((scores[:, None] > scores[None, :])[ordered]))

@@ -1,5 +1,5 @@
 """Finite in, finite out; float32 resolution; results bitwise independent of the split;
-integer memmaps cast block by block; the boundaries of the streaming core."""
+integer memmaps cast block by block; the normalisers at the float limits."""
 
 import tracemalloc
 
@@ -9,7 +9,6 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import logsumexp
 from sklearn.base import clone
 
-import skqbnorm._core._trees
 import skqbnorm.normalizers._top_k
 from skqbnorm import (
     CSLS,
@@ -24,16 +23,6 @@ from skqbnorm import (
     QueryBankZNorm,
     SinkhornNormalization,
 )
-from skqbnorm._core import (
-    ColumnLogSumExp,
-    ColumnMean,
-    ProbeMatrix,
-    all_finite,
-    check_finite_block,
-    reduce_bank,
-    top_k_mask,
-)
-from skqbnorm._ranks import count_greater
 
 import reference as ref
 
@@ -44,6 +33,8 @@ NORMALIZERS = [
     GloballyCorrected(),
     Centering(),
 ]
+
+
 FITTED_ARRAYS = (
     "bank_soft_max_", "activated_", "bank_neighborhood_", "sorted_bank_", "bank_mean_"
 )
@@ -56,9 +47,6 @@ def fitted_arrays(estimator):
 def assert_all_finite(*arrays):
     for array in arrays:
         assert np.isfinite(array).all()
-
-
-# -- finite in, finite out -------------------------------------------------------------
 
 
 @pytest.mark.parametrize("scale", [2.0**-1000, 1e-300, 1e-30, 1e30, 1e300])
@@ -228,9 +216,6 @@ def test_probabilities_beyond_float32_are_clipped_with_a_warning(rng):
     assert_allclose(float64, expected, rtol=1e-12)
 
 
-# -- float32 resolution -----------------------------------------------------------------
-
-
 def spurious_tie_share(scores, exact):
     """Share of rows with two scores tied in ``scores`` but distinct in ``exact``."""
     order = np.argsort(-scores, axis=1, kind="stable")
@@ -259,11 +244,6 @@ def test_float32_scores_keep_the_similarities_resolution(rng, make):
     assert best_float32 < 0.08
 
 
-# -- ties and chunking --------------------------------------------------------------------
-
-
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("estimator", NORMALIZERS, ids=repr)
 def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
@@ -284,26 +264,6 @@ def test_tied_similarities_rank_alike_for_every_split(rng, leaves, estimator):
             assert_array_equal(fitted.transform(queries), scores)
             for got, want in zip(fitted.top_k(queries, k=10), top):
                 assert_array_equal(got, want)
-
-
-@pytest.mark.parametrize("leaf_cap", [1, 2, 4, 256])
-def test_column_trees_against_closed_forms(monkeypatch, leaf_cap):
-    monkeypatch.setattr(skqbnorm._core._trees, "MAX_LEAF_ROWS", leaf_cap)
-    for n_rows in range(1, 20):
-        column = np.arange(1.0, n_rows + 1)[:, None]  # sums exact in float64
-        for working_memory in (1e-5, None):
-            reducers = reduce_bank(
-                ProbeMatrix(column), lambda: [ColumnMean(1), ColumnLogSumExp(1, 1.0)], working_memory
-            )
-            mean, soft_max = (reducer.result() for reducer in reducers)
-            assert mean[0] == (n_rows + 1) / 2
-            assert_allclose(soft_max, np.log(np.exp(column).sum()), rtol=1e-15)
-    # two equal similarities: log(2) / beta above them
-    pair = reduce_bank(ProbeMatrix(np.zeros((2, 1))), lambda: [ColumnLogSumExp(1, 10.0)])
-    assert_allclose(pair[0].result(), [np.log(2) / 10.0], rtol=1e-15)
-
-
-# -- integer memmaps ------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -345,22 +305,6 @@ def test_an_integer_memmap_is_cast_block_by_block(int16_memmap, estimator):
     assert_array_equal(out, expected.transform(queries_float))
 
 
-# -- boundaries of the streaming core ---------------------------------------------------------
-
-
-def test_all_finite_falls_back_when_the_squares_overflow():
-    huge = np.full((3, 4), 1e200)  # finite, but the sum of squares is inf
-    assert all_finite(huge) and all_finite(np.full((2, 2), 3e38, dtype=np.float32))
-    check_finite_block(huge, slice(0, 3))  # no error
-    for bad in (np.nan, np.inf, -np.inf):
-        broken = huge.copy()
-        broken[2, 1] = bad
-        assert not all_finite(broken)
-        with pytest.raises(ValueError, match=r"row 2 to gallery item 1 is"):
-            check_finite_block(broken, slice(0, 3))
-    assert not all_finite(np.array([1.0, np.nan]))  # NaN without overflow too
-
-
 def test_gc_with_a_constant_query_row_and_a_constant_bank_column(rng):
     bank = rng.normal(size=(20, 5))
     bank[:, 2] = 0.25  # a constant column: every bank query ties there
@@ -374,28 +318,6 @@ def test_gc_with_a_constant_query_row_and_a_constant_bank_column(rng):
     assert_array_equal(-np.floor(out), ref.gc_rank(queries, bank))
     assert_array_equal(ref.dense_rank_rows(out), ref.gc_order_keys(queries, bank))
     assert fitted.transform(np.full((1, 5), 0.2))[0, 2] == -20.0  # all 20 above, no tie-break
-
-
-def test_top_k_mask_ties_at_the_kth_value():
-    block = np.array(
-        [[1.0, 3.0, 3.0, 3.0, 0.0], [2.0, 2.0, 2.0, 2.0, 2.0], [5.0, 4.0, 4.0, 9.0, 4.0]]
-    )
-    assert_array_equal(
-        top_k_mask(block, 2),
-        [[0, 1, 1, 0, 0], [1, 1, 0, 0, 0], [1, 0, 0, 1, 0]],
-    )
-    assert_array_equal(
-        top_k_mask(block, 3),
-        [[0, 1, 1, 1, 0], [1, 1, 1, 0, 0], [1, 1, 0, 1, 0]],
-    )
-    assert_array_equal(top_k_mask(block, 1), [[0, 1, 0, 0, 0], [1, 0, 0, 0, 0], [0, 0, 0, 1, 0]])
-
-
-def test_count_greater_at_equal_values():
-    sorted_columns = np.array([[1.0, 2.0], [2.0, 2.0], [2.0, 2.0], [3.0, 2.0]])
-    values = np.array([[2.0, 2.0], [1.0, 1.0], [3.0, 3.0], [0.0, 2.5]])
-    # strictly greater: equal entries never count
-    assert_array_equal(count_greater(sorted_columns, values), [[1, 0], [3, 4], [0, 0], [4, 0]])
 
 
 READ_ONLY_CASES = [

@@ -1,5 +1,6 @@
 """Rank counting (skqbnorm._ranks): bucket table and bisection against plain np.searchsorted."""
 
+
 import pickle
 
 import numpy as np
@@ -197,3 +198,10 @@ def test_count_greater_in_tiles_matches_a_plain_count(n_queries):
     queries = rng.integers(-1, 6, size=(n_queries, 10)).astype(float)
     expected = (bank[None, :, :] > queries[:, None, :]).sum(axis=1)
     assert_array_equal(count_greater(bank, queries, tile_size=4), expected)
+
+
+def test_count_greater_at_equal_values():
+    sorted_columns = np.array([[1.0, 2.0], [2.0, 2.0], [2.0, 2.0], [3.0, 2.0]])
+    values = np.array([[2.0, 2.0], [1.0, 1.0], [3.0, 3.0], [0.0, 2.5]])
+    # strictly greater: equal entries never count
+    assert_array_equal(count_greater(sorted_columns, values), [[1, 0], [3, 4], [0, 0], [4, 0]])
