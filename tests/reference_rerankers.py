@@ -5,6 +5,9 @@ distances go to the lower index (stable sorts), as in the estimators.
 """
 
 import numpy as np
+from scipy.optimize import minimize
+
+from skqbnorm.rerankers._graph import affinity
 
 
 def unit(rows):
@@ -101,3 +104,42 @@ def alpha_qe_dba(features, query, alpha, n_query, n_database):
         expanded = q + sum(max(sims[i], 0.0) ** alpha * x[i] for i in top)
         q = expanded / np.linalg.norm(expanded)
     return x @ q
+
+
+# -- the Bayesian rerankers' energies: data, Laplacians, pairs, a plain minimiser ----------
+
+
+def two_clusters(rng, n=30, gap=3.0):
+    """Features of two clusters ``gap`` apart in the plane, and random initial scores."""
+    features = np.r_[rng.normal(0, 0.3, size=(n // 2, 2)), rng.normal(gap, 0.3, size=(n - n // 2, 2))]
+    return features, rng.normal(size=n)
+
+
+def dense_laplacian(features, **graph):
+    """``diag(W 1) - W`` of the library's affinities, written out here."""
+    weights = affinity(features, **graph).toarray()
+    return np.diag(weights.sum(axis=1)) - weights
+
+
+def normalized_laplacian(features, **graph):
+    """``I - D^-1/2 W D^-1/2`` of the library's affinities, written out here."""
+    weights = affinity(features, **graph).toarray()
+    inv_sqrt = 1 / np.sqrt(weights.sum(axis=1))
+    return np.eye(len(weights)) - inv_sqrt[:, None] * weights * inv_sqrt[None, :]
+
+
+def rho_pairs(initial, rho):
+    """The (better, worse) pairs at most ``rho`` apart in the initial ranking, by a loop."""
+    order = np.argsort(-initial, kind="stable")
+    return np.array([(order[p], order[p + d]) for d in range(1, rho + 1) for p in range(len(order) - d)])
+
+
+def bfgs(energy, x0):
+    """scipy's BFGS result for ``energy`` from ``x0``, to a tight gradient tolerance."""
+    return minimize(energy, x0, method="BFGS", options={"gtol": 1e-11, "maxiter": 50000})
+
+
+def bfgs_minimum(energy, x0):
+    """scipy's BFGS minimiser of ``energy`` from ``x0`` and the energy there."""
+    result = minimize(energy, x0, method="BFGS", options={"gtol": 1e-10, "maxiter": 20000})
+    return result.x, result.fun

@@ -1,13 +1,16 @@
-"""The pointwise and random-walk rerankers against their documented systems, by hand."""
+"""The pointwise and random-walk rerankers (skqbnorm.rerankers._baselines) against their
+documented systems by hand, their normalised energies minimised by BFGS and their limits."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from reference_rerankers import bfgs, bfgs_minimum, dense_laplacian, two_clusters
 
 from skqbnorm import (
     PointwiseReranker,
     RandomWalkReranker,
 )
+from skqbnorm.rerankers._graph import affinity
 
 # ------------------------------------------------------------------ reranker solves
 
@@ -51,3 +54,83 @@ def test_random_walk_with_an_isolated_item_by_hand():
     model = RandomWalkReranker(c=0.5, graph="dense", sigma=1.0).fit(features, [3.0, 1.0, 2.0])
     assert_allclose(model.scores_, [2.2, 1.8, 2.0], rtol=1e-12)
     assert_allclose(model.objective_, [0.6], rtol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("c", [1e-3, 0.3, 30.0])
+def test_pointwise_minimises_the_normalized_energy(rng, c):
+    features, initial = two_clusters(rng)
+    lap = dense_laplacian(features, n_neighbors=5)
+    reranker = PointwiseReranker(c=c, n_neighbors=5).fit(features, initial)
+
+    def energy(r):  # r^T L r / tr(L) + c/N ||r - rbar||^2, over the initial scores' variance
+        return (r @ lap @ r / np.trace(lap) + c * np.mean((r - initial) ** 2)) / initial.var()
+
+    result = bfgs(energy, initial.copy())
+    assert_allclose(reranker.scores_, result.x, atol=1e-5)
+    assert_allclose(reranker.objective_[0], result.fun, rtol=1e-7)
+    # The closed form: (L / dbar + c I) r = c rbar with dbar = tr(L) / N.
+    mean_degree = np.trace(lap) / len(initial)
+    expected = np.linalg.solve(lap / mean_degree + c * np.eye(len(initial)), c * initial)
+    assert_allclose(reranker.scores_, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("c", [1e-3, 0.3, 30.0])
+def test_random_walk_energy_is_normalized_by_the_inverse_degrees(rng, c):
+    features, initial = two_clusters(rng)
+    reranker = RandomWalkReranker(c=c, n_neighbors=5).fit(features, initial)
+    weights = affinity(features, n_neighbors=5).toarray()
+    degree = weights.sum(axis=1)
+
+    def energy(x):
+        y = x / degree
+        prior = 0.5 * np.sum(weights * (y[:, None] - y[None, :]) ** 2)
+        return (prior + c * np.sum((x - initial) ** 2 / degree)) / np.sum(1 / degree) / initial.var()
+
+    result = bfgs(energy, initial.copy())
+    assert reranker.objective_[0] <= result.fun * (1 + 1e-9)  # never worse than BFGS
+    assert_allclose(reranker.objective_[0], result.fun, rtol=1e-6)
+    assert_allclose(reranker.scores_, result.x, atol=1e-4)
+
+
+def test_pointwise_tiny_c_gives_each_component_its_initial_mean(rng):
+    features, initial = two_clusters(rng, gap=100.0)  # two components
+    scores = PointwiseReranker(c=1e-300, n_neighbors=5).fit_predict(features, initial)
+    for part in (slice(0, 15), slice(15, 30)):
+        assert_allclose(scores[part], initial[part].mean(), rtol=1e-12)
+
+
+def test_random_walk_tiny_c_gives_the_stationary_distribution(rng):
+    features, initial = two_clusters(rng, gap=100.0)
+    scores = RandomWalkReranker(c=1e-300, n_neighbors=5).fit_predict(features, initial)
+    degree = affinity(features, n_neighbors=5).toarray().sum(axis=1)
+    for part in (slice(0, 15), slice(15, 30)):
+        expected = degree[part] * initial[part].sum() / degree[part].sum()
+        assert_allclose(scores[part], expected, rtol=1e-10)
+
+
+def test_random_walk_is_its_fixed_point_and_its_energy_minimiser(rng):
+    features, initial = two_clusters(rng)
+    c = 0.5
+    scores = RandomWalkReranker(c=c, n_neighbors=5).fit_predict(features, initial)
+    weights = affinity(features, n_neighbors=5).toarray()
+    degree = weights.sum(axis=1)
+    alpha = 1 / (1 + c)
+    walk = weights / degree[:, None]
+    assert_allclose(scores, alpha * walk.T @ scores + (1 - alpha) * initial, atol=1e-10)
+
+    def energy(x):
+        y = x / degree
+        return 0.5 * np.sum(weights * (y[:, None] - y[None, :]) ** 2) + c * np.sum((x - initial) ** 2 / degree)
+
+    solution, _ = bfgs_minimum(energy, initial.copy())
+    assert_allclose(scores, solution, atol=1e-5)
+
+
+def test_pointwise_closed_form(rng):
+    features, initial = two_clusters(rng)
+    scores = PointwiseReranker(c=2.0, n_neighbors=5).fit_predict(features, initial)
+    lap = dense_laplacian(features, n_neighbors=5)
+    mean_degree = np.trace(lap) / len(initial)  # the prior is normalised by tr(L) / N
+    assert_allclose(scores, np.linalg.solve(lap / mean_degree + 2.0 * np.eye(len(initial)), 2.0 * initial))

@@ -8,13 +8,24 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from reference_rerankers import node_similarities
 from scipy import sparse
 from sklearn.neighbors import NearestNeighbors
 
-from skqbnorm import PointwiseReranker, PreferenceStrengthReranker
+from skqbnorm import (
+    PointwiseReranker,
+    PreferenceStrengthReranker,
+)
 from skqbnorm.catalogue import rerankers
 from skqbnorm.rerankers import _graph
-from skqbnorm.rerankers._graph import affinity, degrees, laplacian, pair_laplacian
+from skqbnorm.rerankers._graph import (
+    affinity,
+    degrees,
+    laplacian,
+    most_similar,
+    pair_laplacian,
+    unit_rows,
+)
 from skqbnorm.rerankers._neighborhood import CosineQueryReranker
 
 # x = [0, 1, 3] on a line: lengths 1, 3, 2; the median, sigma = 2.
@@ -383,3 +394,15 @@ def test_every_reranker_scores_as_with_the_plain_searches(monkeypatch, n_items):
         expected = scores["plain", cls]
         assert_allclose(scores["library", cls], expected, rtol=0,
                         atol=1e-6 * np.abs(expected).max(), err_msg=cls.__name__)
+
+
+def test_most_similar_orders_by_similarity_then_index():
+    rng = np.random.default_rng(1)
+    features = rng.integers(0, 3, size=(30, 2)).astype(float)  # many exact ties
+    query = rng.uniform(-1, 1, size=30)
+    neighbours, similarities, least = most_similar(unit_rows(features), 7, query=query, least=True)
+    full = node_similarities(features, query)
+    order = np.argsort(-full, axis=1, kind="stable")[:, :7]
+    np.testing.assert_array_equal(neighbours, order)
+    np.testing.assert_allclose(similarities, np.take_along_axis(full, order, axis=1), atol=1e-12)
+    np.testing.assert_allclose(least, full.min(axis=1), atol=1e-12)

@@ -1,155 +1,27 @@
 """Rerankers against independent minimisers of their energies, limits and real data."""
 
 import pickle
-import warnings
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
-from scipy.optimize import minimize
+from reference_rerankers import dense_laplacian, two_clusters
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
     HingeReranker,
     PointwiseReranker,
     PreferenceStrengthReranker,
     RandomWalkReranker,
+    catalogue,
 )
 from skqbnorm.datasets import load_digits_reranking
 from skqbnorm.metrics import mean_average_precision
+from skqbnorm.rerankers import BayesianReranker
 from skqbnorm.rerankers._graph import affinity
 
-ALL = [HingeReranker, PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker]
-
-
-def two_clusters(rng, n=30):
-    features = np.r_[rng.normal(0, 0.3, size=(n // 2, 2)), rng.normal(3, 0.3, size=(n - n // 2, 2))]
-    initial = rng.normal(size=n)
-    return features, initial
-
-
-def dense_laplacian(features, **graph):
-    """``diag(W 1) - W``, written out here rather than taken from the library."""
-    weights = affinity(features, **graph).toarray()
-    return np.diag(weights.sum(axis=1)) - weights
-
-
-def normalized_laplacian(features, **graph):
-    weights = affinity(features, **graph).toarray()
-    inv_sqrt = 1 / np.sqrt(weights.sum(axis=1))
-    return np.eye(len(weights)) - inv_sqrt[:, None] * weights * inv_sqrt[None, :]
-
-
-def pairs_of(initial, rho):
-    order = np.argsort(-initial, kind="stable")
-    return [(order[p], order[p + d]) for d in range(1, rho + 1) for p in range(len(order) - d)]
-
-
-def minimise(energy, x0):
-    result = minimize(energy, x0, method="BFGS", options={"gtol": 1e-10, "maxiter": 20000})
-    return result.x, result.fun
-
-
-def test_hinge_matches_squared_hinge_minimiser(rng):
-    features, initial = two_clusters(rng)
-    for c, rho in [(0.1, 3), (1.0, 29), (10.0, 1)]:
-        reranker = HingeReranker(c=c, rho=rho, n_neighbors=5, eps_abs=1e-9, eps_rel=1e-9).fit(features, initial)
-        lap = dense_laplacian(features, n_neighbors=5)
-        pairs = np.array(pairs_of(initial, rho))
-        # One margin is the selected pairs' root mean square initial gap.
-        unit = np.sqrt(np.mean((initial[pairs[:, 0]] - initial[pairs[:, 1]]) ** 2))
-
-        def energy(r, lap=lap, pairs=pairs, c=c):  # normalised, in margins
-            slack = np.maximum(1.0 - (r[pairs[:, 0]] - r[pairs[:, 1]]), 0)
-            return r @ lap @ r / np.trace(lap) + c * np.mean(slack**2)
-
-        _, reference = minimise(energy, np.zeros(len(initial)))
-        assert reranker.solver_status_[0] == "solved"
-        assert_allclose(reranker.objective_[0], reference, rtol=1e-4)
-        assert_allclose(energy(reranker.scores_ / unit), reference, rtol=1e-4)
-
-
-@pytest.mark.parametrize("margin", [0.01, 1.0, 100.0])
-def test_hinge_ranking_does_not_depend_on_the_margin(rng, margin):
-    features, initial = two_clusters(rng, 40)
-    reference = HingeReranker(c=0.3, rho=4).fit_predict(features, initial)
-    scores = HingeReranker(c=0.3, rho=4, margin=margin).fit_predict(features, initial)
-    assert_array_equal(np.argsort(-scores), np.argsort(-reference))
-    # r*(a) = a r*(1), up to the constant shift the energy does not see
-    centred = scores - scores.mean()
-    assert_allclose(centred, margin * (reference - reference.mean()), rtol=1e-4, atol=1e-6 * margin)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("laplacian_kind", ["unnormalized", "normalized"])
-@pytest.mark.parametrize("pairs", ["rho_adjacent", "all", "top_bottom"])
-def test_preference_strength_closed_form_is_the_minimiser(rng, pairs, laplacian_kind):
-    features, initial = two_clusters(rng)
-    c = 0.05
-    reranker = PreferenceStrengthReranker(
-        c=c, pairs=pairs, rho=3, n_top=5, n_bottom=5, n_neighbors=5, laplacian=laplacian_kind, initial="scores"
-    ).fit(features, initial)
-    if laplacian_kind == "normalized":
-        prior = normalized_laplacian(features, n_neighbors=5)
-    else:
-        prior = dense_laplacian(features, n_neighbors=5)
-    if pairs == "rho_adjacent":
-        selected = np.array(pairs_of(initial, 3))
-    elif pairs == "all":
-        selected = np.array(pairs_of(initial, len(initial) - 1))
-    else:
-        order = np.argsort(-initial)
-        selected = np.array([(i, j) for i in order[:5] for j in order[-5:]])
-    gaps = initial[selected[:, 0]] - initial[selected[:, 1]]
-    # Normalised: the prior over tr(L) and the scores' variance, the distance over |S| and
-    # times the mean squared gap over the variance.
-    prior_weight = 1 / (np.trace(prior) * initial.var())
-    pair_weight = c * np.mean(gaps**2) / (len(gaps) * initial.var())
-
-    def energy(r):
-        return prior_weight * r @ prior @ r + pair_weight * np.sum(
-            (1 - (r[selected[:, 0]] - r[selected[:, 1]]) / gaps) ** 2
-        )
-
-    def gradient(r):
-        high, low = selected[:, 0], selected[:, 1]
-        pull = -2 * pair_weight * (1 - (r[high] - r[low]) / gaps) / gaps
-        return 2 * prior_weight * prior @ r + np.bincount(high, pull, len(r)) - np.bincount(low, pull, len(r))
-
-    solution, reference = minimise(energy, initial.copy())
-    assert_allclose(reranker.objective_[0], reference, rtol=1e-6, atol=1e-9)
-    assert reranker.objective_[0] <= reference + 1e-12  # never worse than BFGS
-    assert np.abs(gradient(reranker.scores_)).max() < 1e-9  # a stationary point
-    # The unnormalised prior leaves a constant shift free: compare up to it.
-    centred = reranker.scores_ - reranker.scores_.mean()
-    assert_allclose(centred, solution - solution.mean(), atol=1e-3)
-
-
-def test_random_walk_is_its_fixed_point_and_its_energy_minimiser(rng):
-    features, initial = two_clusters(rng)
-    c = 0.5
-    scores = RandomWalkReranker(c=c, n_neighbors=5).fit_predict(features, initial)
-    weights = affinity(features, n_neighbors=5).toarray()
-    degree = weights.sum(axis=1)
-    alpha = 1 / (1 + c)
-    walk = weights / degree[:, None]
-    assert_allclose(scores, alpha * walk.T @ scores + (1 - alpha) * initial, atol=1e-10)
-
-    def energy(x):
-        y = x / degree
-        return 0.5 * np.sum(weights * (y[:, None] - y[None, :]) ** 2) + c * np.sum((x - initial) ** 2 / degree)
-
-    solution, _ = minimise(energy, initial.copy())
-    assert_allclose(scores, solution, atol=1e-5)
-
-
-def test_pointwise_closed_form(rng):
-    features, initial = two_clusters(rng)
-    scores = PointwiseReranker(c=2.0, n_neighbors=5).fit_predict(features, initial)
-    lap = dense_laplacian(features, n_neighbors=5)
-    mean_degree = np.trace(lap) / len(initial)  # the prior is normalised by tr(L) / N
-    assert_allclose(scores, np.linalg.solve(lap / mean_degree + 2.0 * np.eye(len(initial)), 2.0 * initial))
+#: The Bayesian rerankers of the catalogue (a registered one included).
+ALL = [cls for cls in catalogue.rerankers() if issubclass(cls, BayesianReranker)]
 
 
 @pytest.mark.parametrize("cls", ALL)
@@ -235,19 +107,6 @@ def test_groups_rerank_independently_and_in_parallel(rng):
         for label in "abc":
             alone = cls().fit_predict(features[groups == label], initial[groups == label])
             assert_allclose(together.scores_[groups == label], alone, rtol=1e-6, atol=1e-8)
-
-
-def test_hinge_reports_osqp_status(rng):
-    features, initial = two_clusters(rng, 40)
-    # c=1e3 satisfies pairs beyond the margin: the QP, not the closed form, solves it.
-    with pytest.warns(ConvergenceWarning, match="OSQP stopped with status 'maximum iterations reached'"):
-        reranker = HingeReranker(c=1e3, max_iter=3, eps_abs=1e-12, eps_rel=1e-12).fit(features, initial)
-    assert reranker.solver_status_[0] == "maximum iterations reached"
-    assert reranker.n_iter_[0] == 3
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        fitted = HingeReranker(c=1e3).fit(features, initial)
-    assert fitted.solver_status_[0] == "solved" and fitted.n_iter_[0] > 0
 
 
 @pytest.mark.parametrize("cls", ALL)

@@ -16,9 +16,9 @@ from skqbnorm import (
     HingeReranker,
     PointwiseReranker,
     PreferenceStrengthReranker,
-    RandomWalkReranker,
+    catalogue,
 )
-from skqbnorm.rerankers import _solvers
+from skqbnorm.rerankers import BayesianReranker, _solvers
 from skqbnorm.rerankers._solvers import conjugate_gradients, solve_pinned
 
 # Items 0-2 (features 100, 101, 103) and 3-5 (0, 1, 2) form two components of the
@@ -184,7 +184,8 @@ def test_free_directions_never_solve_iteratively(monkeypatch):
 
 # -- the solver chosen by cost ------------------------------------------------------------
 
-RERANKERS = [HingeReranker, PreferenceStrengthReranker, PointwiseReranker, RandomWalkReranker]
+#: The Bayesian rerankers of the catalogue (a registered one included).
+RERANKERS = [cls for cls in catalogue.rerankers() if issubclass(cls, BayesianReranker)]
 
 
 def colamd_factorised(system):
