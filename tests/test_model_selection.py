@@ -184,10 +184,9 @@ def test_reranker_cv_refuses_folds_that_cut_a_list_and_bad_candidates():
         RerankerCV(cv=2).fit(features, initial, groups, relevance=[1, 0, 1])
 
 
-def test_grid_search_without_routing_reaches_the_scorers_explanation():
+def test_grid_search_without_routing_refuses_relevance_in_fit():
     # Without metadata routing GridSearchCV hands relevance to the reranker's fit, which
-    # accepts and ignores it: the MAP scorer then says what to enable (it raised a
-    # TypeError in fit before).
+    # takes no such argument: scikit-learn's own TypeError names it.
     from sklearn.model_selection import GroupKFold
 
     from skqbnorm import PointwiseReranker
@@ -196,5 +195,5 @@ def test_grid_search_without_routing_reaches_the_scorers_explanation():
     features, initial, groups, relevance = reranking_lists(n_queries=4, n_items=20)
     search = GridSearchCV(PointwiseReranker(), {"c": [0.1, 1.0]}, scoring=make_map_scorer(),
                           cv=GroupKFold(n_splits=2), error_score="raise")
-    with pytest.raises(ValueError, match=r"needs relevance .*enable_metadata_routing=True"):
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'relevance'"):
         search.fit(features, initial, groups=groups, relevance=relevance)

@@ -100,11 +100,8 @@ class BayesianReranker(BaseEstimator):
     }
 
     # GridSearchCV and cross_validate route ``groups`` to fit when metadata routing
-    # is enabled: a fold's lists must stay separate lists. ``relevance`` is the MAP
-    # scorer's, never routed here; fit accepts it (and ignores it) so that a search
-    # without routing, which hands every fit parameter to fit, reaches the scorer's
-    # explanation instead of a TypeError.
-    __metadata_request__fit = {"groups": True, "relevance": False}
+    # is enabled: a fold's lists must stay separate lists.
+    __metadata_request__fit = {"groups": True}
 
     #: ``c="auto"`` gives each list this factor times the c that generalised
     #: cross-validation picks for it (:func:`auto_c`); each reranker sets its own.
@@ -126,7 +123,7 @@ class BayesianReranker(BaseEstimator):
         self.n_jobs = n_jobs
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, groups=None, relevance=None):
+    def fit(self, X, y, groups=None):
         """Rerank every list and keep the scores with solver diagnostics.
 
         Parameters
@@ -137,10 +134,6 @@ class BayesianReranker(BaseEstimator):
             Initial scores, higher is better (e.g. text-search scores).
         groups : array-like of shape (n_samples,), default=None
             The list each sample belongs to; None means one list.
-        relevance : None
-            Ignored: the relevance labels of :func:`~skqbnorm.metrics.make_map_scorer`
-            (accepted so that ``GridSearchCV`` without metadata routing reaches the
-            scorer's message on how to enable it).
 
         Returns
         -------

@@ -38,14 +38,11 @@ class NeighborhoodReranker(BaseEstimator):
     _parameter_constraints: dict = {"n_jobs": [Integral, None]}
 
     # GridSearchCV and cross_validate route ``groups`` to fit when metadata routing
-    # is enabled: a fold's lists must stay separate lists. ``relevance`` is the MAP
-    # scorer's, never routed here; fit accepts it (and ignores it) so that a search
-    # without routing, which hands every fit parameter to fit, reaches the scorer's
-    # explanation instead of a TypeError.
-    __metadata_request__fit = {"groups": True, "relevance": False}
+    # is enabled: a fold's lists must stay separate lists.
+    __metadata_request__fit = {"groups": True}
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, groups=None, relevance=None):
+    def fit(self, X, y, groups=None):
         """Rerank every list and keep the scores.
 
         Parameters
@@ -56,10 +53,6 @@ class NeighborhoodReranker(BaseEstimator):
             Initial scores: the query's similarities to the samples, higher is better.
         groups : array-like of shape (n_samples,), default=None
             The list each sample belongs to; None means one list.
-        relevance : None
-            Ignored: the relevance labels of :func:`~skqbnorm.metrics.make_map_scorer`
-            (accepted so that ``GridSearchCV`` without metadata routing reaches the
-            scorer's message on how to enable it).
 
         Returns
         -------
