@@ -59,9 +59,9 @@ def test_index_benchmark_runs():
     assert "HNSW8" in stdout and "IVF16,Flat" in stdout
 
 
-def test_later_normalizers_benchmark_prints_one_row_per_normalizer():
+def test_precomputed_fits_benchmark_prints_one_row_per_normalizer():
     stdout = run_script(
-        "bench_later_normalisers.py", ["--scale", "0.02", "--repeat", "1", "--sinkhorn-iter", "2"]
+        "bench_precomputed_fits.py", ["--scale", "0.02", "--repeat", "1", "--sinkhorn-iter", "2"]
     )
     rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
     header, *rows = rows

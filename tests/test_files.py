@@ -1,4 +1,5 @@
-"""The command line's files: inputs are never altered, every bad input is one line, exit 2."""
+"""The command line's files (skqbnorm._files): inputs are never altered, every bad input is one
+line, exit 2."""
 
 import hashlib
 import json

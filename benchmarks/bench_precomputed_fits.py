@@ -1,4 +1,4 @@
-"""Fit cost and memory of the later normalisers (NNN, DN, z-norm, MP, DBNorm, SN, DSL) against IS.
+"""Fit cost and memory on a precomputed bank: NNN, DN, z-norm, MP, DBNorm, SN, DSL against IS.
 
 On one M x N float32 bank (default 10,000 x 10,000; ``--scale`` multiplies both) this
 prints a markdown table of, for each normaliser:
@@ -22,7 +22,7 @@ prints a markdown table of, for each normaliser:
 IS, DIS and GC are rows for reference. Every figure comes from this run, on this
 machine. Run:
 
-    python benchmarks/bench_later_normalisers.py [--scale 1.0] [--repeat 3] [--sinkhorn-iter 5]
+    python benchmarks/bench_precomputed_fits.py [--scale 1.0] [--repeat 3] [--sinkhorn-iter 5]
 """
 
 import argparse

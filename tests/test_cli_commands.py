@@ -1,4 +1,5 @@
-"""The later normalisers through ``skqbnorm evaluate``: each equals its class called directly."""
+"""The methods through ``skqbnorm evaluate`` (skqbnorm._cli_commands): each equals its class
+called directly; gallery banks, settings, convergence notes and the help."""
 
 import csv
 import io
