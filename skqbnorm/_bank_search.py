@@ -293,8 +293,10 @@ class QueryBankSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     @available_if(lambda self: _delegates(self, "transform"))
     def transform(self, X):
-        """The chosen candidate's scores (raw similarities under ``fallback="raw"``
-        when ``improves_`` is False).
+        """Score the queries as the chosen candidate does.
+
+        Under ``fallback="raw"``, when ``improves_`` is False, the scores are the raw
+        similarities.
 
         Parameters
         ----------
@@ -310,12 +312,21 @@ class QueryBankSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     @available_if(lambda self: _delegates(self, "top_k"))
     def top_k(self, X=None, *, queries=None, chunks=None, k=10, return_scores=True):
-        """The ``k`` best gallery items per query, served as :meth:`transform` scores them.
+        """Find the ``k`` best gallery items per query, as :meth:`transform` scores them.
 
         Parameters
         ----------
-        X, queries, chunks, k, return_scores
-            As the normaliser's :meth:`~skqbnorm.InvertedSoftmax.top_k` takes them.
+        X : array-like of shape (n_queries, n_gallery), default=None
+            Query similarities to the gallery, as the normaliser's
+            :meth:`~skqbnorm.InvertedSoftmax.top_k` takes them.
+        queries : array-like of shape (n_queries, n_dims), default=None
+            Query embeddings (with ``gallery=`` at fit), in place of ``X``.
+        chunks : iterable of array-like, default=None
+            Column chunks of the query similarities, in place of ``X``.
+        k : int, default=10
+            How many items per query.
+        return_scores : bool, default=True
+            Whether to return the scores beside the indices.
 
         Returns
         -------
@@ -329,7 +340,7 @@ class QueryBankSearchCV(MetaEstimatorMixin, BaseEstimator):
 
     @available_if(lambda self: _delegates(self, "similarities"))
     def similarities(self, queries):
-        """Similarities of query embeddings to the fitted gallery (``gallery=`` at fit).
+        """Compute query embeddings' similarities to the fitted gallery (``gallery=`` at fit).
 
         Parameters
         ----------

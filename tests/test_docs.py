@@ -219,7 +219,8 @@ def own_public_members(cls):
         if name.startswith("_") or owner is None or not owner.__module__.startswith("skqbnorm"):
             continue
         member = vars(owner)[name]
-        routine = inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))
+        routine = (inspect.isfunction(member) or isinstance(member, (classmethod, staticmethod))
+                   or inspect.isfunction(getattr(member, "__wrapped__", None)))  # a wrapping descriptor
         if routine or isinstance(member, property):
             yield name
 
