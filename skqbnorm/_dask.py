@@ -23,13 +23,14 @@ def as_float(array):
     return array if array.dtype in (np.float32, np.float64) else array.astype(np.float64)
 
 
-def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
+def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory, first_row=0):
     """Fit reductions over a dask bank: one task per block of rows, merged as a tree.
 
     The bank is rechunked to whole rows (a row's top-k needs every gallery item)
     and to whole leaves of the reduction trees (see ``ColumnTree``), so each task
     holds one row block; the partial reducers, made here so that every task's
-    agree, are merged pairwise.
+    agree, are merged pairwise. ``first_row`` numbers the bank's first row (a
+    multiple of the alignment: ``partial_fit`` appends rows to a bank).
     """
     import dask
 
@@ -39,7 +40,7 @@ def reduce_dask_bank(bank, gallery_t, metric, make_reducers, working_memory):
     dtype = bank.dtype if gallery_t is None else gallery_t.dtype
     align = ProbeMatrix(bank, gallery_t, metric, dtype).alignment(alignment(make_reducers()))
     bank = bank.rechunk({0: -(-bank.chunks[0][0] // align) * align, 1: -1})
-    offsets = np.cumsum((0,) + bank.chunks[0][:-1])
+    offsets = first_row + np.cumsum((0,) + bank.chunks[0][:-1])
     parts = [
         dask.delayed(_reduce_block)(
             block, gallery_t, metric, dtype, make_reducers(), int(offset), working_memory

@@ -1,5 +1,6 @@
 """QueryBankNormalizer: the contract every querybank normaliser follows."""
 
+import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -19,6 +20,7 @@ from .._validation import (
 )
 from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBank, check_gallery_bank_use, reader
+from ._partial_fit import BankStream, MergeableOnly, ReducedBank
 from ._serving import ServingMixin
 from ._top_k import TopKMixin
 
@@ -171,6 +173,7 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         """
         self._check_target(y)
         check_gallery_bank_use(self, gallery_bank)
+        self.__dict__.pop("_partial_streams", None)  # fit starts afresh
         probe = self._probe(X, gallery)
         n_bank, n_gallery = probe.shape
         self._check_sizes(n_bank, n_gallery)
@@ -187,6 +190,190 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
                 self._learn_gallery_bank(bank_of_gallery)
         self.n_bank_ = n_bank
         return self
+
+    @MergeableOnly
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None):
+        """Append rows to the querybank and learn its statistics so far.
+
+        For the normalisers whose ``capabilities.mergeable`` is True (on the others
+        the attribute is absent: reading it raises a ``ValueError`` that says why).
+        Rows appended in any number of calls, of any sizes, give the fitted
+        attributes of one :meth:`fit` on the concatenated bank: bitwise for the
+        soft maxima, means, moments, top-k means and activation sets, whose
+        reductions are keyed by absolute bank row. The first call sets the form of
+        the bank (precomputed similarities, or embeddings with ``gallery``), its
+        width and its dtype; later calls must match them, and take the gallery from
+        the first call (``gallery`` may be omitted, or repeated unchanged). The
+        parameters may not change between calls. :meth:`fit` starts afresh and
+        keeps nothing to append to: a ``partial_fit`` after it starts a new bank
+        (with a warning). Between calls the normaliser keeps the merged reductions
+        (the size of its fitted statistics) and fewer than one group of bank rows
+        (a reduction tree's leaf, or in embedding mode one fixed matrix product);
+        each call reads its rows in one job (a dask array's by dask's tasks).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_gallery) or (n_rows, n_dims)
+            The next rows of the querybank, in the first call's form: similarities
+            to the gallery, or embeddings (NumPy, ``np.memmap`` or dask arrays).
+        y : None or array-like of shape (n_rows,)
+            Ignored; present for scikit-learn's conventions.
+        gallery : array-like of shape (n_gallery, n_dims), default=None
+            Gallery embeddings, on the first call of embedding mode; later calls
+            omit it or pass the same gallery.
+        gallery_bank : array-like of shape (n_rows_gallery_bank, n_gallery or n_dims), default=None
+            The next rows of the gallery bank, for the dual-bank normalisers, in
+            the querybank's form.
+
+        Returns
+        -------
+        self : object
+            The normaliser, fitted on every row given so far.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import InvertedSoftmax
+        >>> bank = np.random.default_rng(0).normal(size=(300, 40))
+        >>> live = InvertedSoftmax()
+        >>> for rows in np.array_split(bank, 3):
+        ...     live = live.partial_fit(rows)
+        >>> live.n_bank_
+        300
+        >>> bool(np.array_equal(live.bank_soft_max_, InvertedSoftmax().fit(bank).bank_soft_max_))
+        True
+        """
+        self._check_target(y)
+        check_gallery_bank_use(self, gallery_bank)
+        streams = getattr(self, "_partial_streams", None)
+        if streams is None:
+            if hasattr(self, "n_bank_"):
+                warnings.warn(
+                    f"{type(self).__name__} was fitted by fit, which keeps nothing to append "
+                    "rows to: partial_fit starts a new querybank from these rows. To grow a "
+                    "bank, give it to partial_fit from its first rows on.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            streams, rows = self._first_streams(X, gallery)
+        else:
+            self._check_same_params(streams)
+            self._check_same_gallery(gallery)
+            rows = self._partial_rows(X, streams["querybank"])
+        self._check_sizes(streams["querybank"].n_rows + len(rows), self.n_features_in_)
+        updated = {**streams, "querybank": streams["querybank"].appended(self, rows)}
+        if gallery_bank is not None:
+            updated["gallery_bank"] = self._appended_gallery_bank(gallery_bank, streams.get("gallery_bank"))
+        self._learn_streams(updated)
+        self._partial_streams = updated
+        return self
+
+    def _first_streams(self, X, gallery):
+        """The empty streams of a first partial_fit call (the gallery set from it), and its rows."""
+        rows = self._probe(X, gallery).bank
+        stream = BankStream("_reducers", self._probe_dtype(rows), self._input_dtype(rows),
+                            rows.shape[1], "querybank")
+        params = {name: value for name, value in self.get_params(deep=False).items()
+                  if name not in ("working_memory", "n_jobs")}
+        return {"querybank": stream, "params": params}, rows
+
+    def _probe_dtype(self, rows):
+        """The dtype of the similarity blocks of ``rows``, as ``_probe`` sets it."""
+        if self.gallery_embeddings_ is not None:
+            return self.gallery_embeddings_.dtype
+        return self._input_dtype(rows)
+
+    @staticmethod
+    def _input_dtype(rows, name="X (the querybank)"):
+        if is_dask_array(rows):
+            return np.dtype(np.float32 if rows.dtype == np.float32 else np.float64)
+        return float_dtype(rows, name)
+
+    def _check_same_params(self, streams):
+        for name, value in streams["params"].items():
+            now = getattr(self, name)
+            if type(now) is not type(value) or now != value:
+                raise ValueError(
+                    f"{name}={now!r} differs from the {name}={value!r} of the first partial_fit "
+                    f"call: the merged statistics hold {name}={value!r}. Restore it, or fit "
+                    f"a new {type(self).__name__} on the whole querybank."
+                )
+
+    def _check_same_gallery(self, gallery):
+        if gallery is None:
+            return
+        fitted = self.gallery_embeddings_
+        if fitted is None:
+            raise ValueError(
+                f"gallery (shape {np.shape(gallery)}) was not given on the first partial_fit "
+                f"call: {type(self).__name__} holds precomputed similarities to "
+                f"{self.n_features_in_} gallery items. Pass the next rows of similarities "
+                "without gallery."
+            )
+        prepared = prepared_gallery(gallery, (1, fitted.shape[1]), fitted.dtype, self.metric)
+        if prepared.shape != fitted.shape or not np.array_equal(prepared, fitted):
+            raise ValueError(
+                f"gallery (shape {np.shape(gallery)}) is not the gallery of the first "
+                f"partial_fit call (shape {fitted.shape}): a querybank is merged against "
+                "one gallery. Omit gallery on later calls, or fit afresh on the new gallery."
+            )
+
+    def _partial_rows(self, X, stream):
+        """The rows of a partial_fit call, checked against the first call's width and dtype."""
+        embeddings = self.gallery_embeddings_ is not None
+        width = self.gallery_embeddings_.shape[1] if embeddings else self.n_features_in_
+        shape = getattr(X, "shape", None) if is_dask_array(X) else np.shape(X)
+        if shape is not None and len(shape) == 2 and shape[1] != width:
+            what = "embedding dimensions" if embeddings else "gallery items"
+            raise ValueError(
+                f"X has {shape[1]} features, but {type(self).__name__} is expecting {width} "
+                f"features as input: partial_fit got X of shape {tuple(shape)}, and the "
+                f"first call's rows had {width} columns ({what})."
+            )
+        if is_dask_array(X):
+            if X.ndim != 2:
+                raise ValueError(f"Expected a 2D dask array, got {X.ndim}D with shape {X.shape}.")
+            rows = X
+        elif embeddings:
+            rows = check_embeddings(X, "querybank", dtype="numeric")
+        else:
+            with naming("X (the querybank)", X):
+                rows = validate_data(self, X, reset=False, dtype="numeric", ensure_all_finite=False)
+        dtype = self._input_dtype(rows)
+        if dtype != stream.input_dtype:
+            raise ValueError(
+                f"X has dtype {rows.dtype} (shape {rows.shape}), read as {dtype}, but the first "
+                f"partial_fit call's rows were read as {stream.input_dtype}: the merged "
+                f"statistics are in that dtype. Cast X to {stream.input_dtype}."
+            )
+        return rows
+
+    def _appended_gallery_bank(self, gallery_bank, stream):
+        """The gallery-bank stream with the rows of ``gallery_bank`` appended."""
+        probe = GalleryBank(gallery_bank, self).probe
+        if stream is None:
+            input_dtype = self._input_dtype(probe.bank, "gallery_bank")
+            stream = BankStream("_gallery_bank_reducers", probe.dtype, input_dtype, probe.bank.shape[1],
+                                "gallery_bank")
+        elif self._input_dtype(probe.bank, "gallery_bank") != stream.input_dtype:
+            raise ValueError(
+                f"gallery_bank has dtype {probe.bank.dtype} (shape {probe.bank.shape}), but the "
+                f"first gallery bank's rows were read as {stream.input_dtype}. Cast gallery_bank "
+                f"to {stream.input_dtype}."
+            )
+        return stream.appended(self, probe.bank)
+
+    def _learn_streams(self, streams):
+        """The fitted attributes of the rows of every stream, as one fit learns them."""
+        self._learn(streams["querybank"].learned_reducers(self))
+        if self.capabilities.gallery_bank is not None:
+            gallery_bank = streams.get("gallery_bank")
+            self._learn_gallery_bank(None if gallery_bank is None else ReducedBank(self, gallery_bank))
+        self.n_bank_ = streams["querybank"].n_rows
+
+    def _partial_fit_refusal(self):
+        """Why these parameters make the bank statistic unmergeable, or None (subclasses)."""
 
     def fit_transform(self, X, y=None, *, gallery=None, gallery_bank=None):
         """Fit to the querybank, then normalise the bank's own similarity rows.

@@ -48,6 +48,13 @@ class Capabilities:
         :func:`~skqbnorm.normalizers.index_serving`) serves it: by the augmented
         inner-product search (needs ``bias_form``), by reranking raw candidates with
         its exact scores, or not at all.
+    mergeable : bool, default=False
+        Its bank statistic is a reduction that merges over any split of the bank
+        rows, so that ``partial_fit`` appends rows in any number of calls and gives
+        what one ``fit`` on all of them gives. Its ``_reducers`` (and, for a
+        dual-bank class, ``_gallery_bank_reducers``) must not depend on the number
+        of bank rows; incompatible with ``bank_passes``. Classes without it refuse
+        ``partial_fit`` (``hasattr`` is False on them).
 
     Examples
     --------
@@ -56,6 +63,8 @@ class Capabilities:
     (True, True, 'bias')
     >>> GloballyCorrected.capabilities.index
     'rerank'
+    >>> CSLS.capabilities.mergeable, GloballyCorrected.capabilities.mergeable
+    (True, False)
     """
 
     bias_form: bool = False
@@ -65,6 +74,7 @@ class Capabilities:
     bank_passes: bool = False
     transductive: bool = False
     index: str = "rerank"
+    mergeable: bool = False
 
     def __post_init__(self):
         if self.gallery_bank not in GALLERY_BANK_INPUTS:
@@ -73,3 +83,5 @@ class Capabilities:
             raise ValueError(f"index must be one of {INDEX_SERVING}; got {self.index!r}.")
         if (self.gated or self.index == "bias") and not self.bias_form:
             raise ValueError("gated=True and index='bias' need bias_form=True.")
+        if self.mergeable and self.bank_passes:
+            raise ValueError("mergeable=True needs a single pass over the bank: not with bank_passes=True.")

@@ -62,7 +62,7 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
     array([[-0.2,  0.2]])
     """
 
-    capabilities = Capabilities(bias_form=True, whole_rows=True, index="bias")
+    capabilities = Capabilities(bias_form=True, whole_rows=True, index="bias", mergeable=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,

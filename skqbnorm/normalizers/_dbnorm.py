@@ -143,7 +143,7 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     True
     """
 
-    capabilities = Capabilities(bias_form=True, gallery_bank="gallery_bank", index="bias")
+    capabilities = Capabilities(bias_form=True, gallery_bank="gallery_bank", index="bias", mergeable=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -298,7 +298,8 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
     """
 
     capabilities = Capabilities(
-        bias_form=True, whole_rows=True, gated=True, gallery_bank="gallery_bank", index="bias"
+        bias_form=True, whole_rows=True, gated=True, gallery_bank="gallery_bank", index="bias",
+        mergeable=True,
     )
 
     _parameter_constraints: dict = {

@@ -77,6 +77,10 @@ class GloballyCorrected(QueryBankNormalizer):
     """
 
     capabilities = Capabilities(whole_rows=True, index="rerank")
+    _not_mergeable_because = (
+        "its bank statistic is every column sorted (the ranks of a similarity within its "
+        "gallery item's bank column), which partial_fit would have to keep whole and re-sort"
+    )
 
     def _transform_into(self, sims, dtype, out):
         """Scores in blocks as tall as ``working_memory`` allows for 256 columns.

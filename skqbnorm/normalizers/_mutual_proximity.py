@@ -101,7 +101,7 @@ class QueryBankZNorm(QueryBankNormalizer):
     array([[0., 2.]])
     """
 
-    capabilities = Capabilities(index="rerank")
+    capabilities = Capabilities(index="rerank", mergeable=True)
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnMoments(n_gallery)]
@@ -219,7 +219,7 @@ class MutualProximity(QueryBankNormalizer):
     array([[0.4167, 0.375 , 0.0208]])
     """
 
-    capabilities = Capabilities(whole_rows=True, index="rerank")
+    capabilities = Capabilities(whole_rows=True, index="rerank", mergeable=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -232,6 +232,12 @@ class MutualProximity(QueryBankNormalizer):
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnMoments(n_gallery) if self.method == "gaussian" else SortedColumns(self.n_jobs)]
+
+    def _partial_fit_refusal(self):
+        if self.method == "empiric":
+            return ("method='empiric' ranks similarities within every bank column sorted whole, "
+                    "which partial_fit would have to keep and re-sort (method='gaussian' merges)")
+        return None
 
     def _learn(self, reducers):
         for name in ("bank_mean_", "bank_std_", "_bank_scale", "sorted_bank_", "_bank_ranks"):

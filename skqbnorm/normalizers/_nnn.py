@@ -89,7 +89,7 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
     array([[0.175, 0.375]])
     """
 
-    capabilities = Capabilities(bias_form=True, index="bias")
+    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,

@@ -296,6 +296,10 @@ class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
     """
 
     capabilities = Capabilities(bias_form=True, bank_passes=True, index="bias")
+    _not_mergeable_because = (
+        "its potentials come from Sinkhorn iterations, each a pass over the whole bank, "
+        "which a merge of partial reductions does not give"
+    )
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,

@@ -99,7 +99,7 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     array([[0.85, 0.15]])
     """
 
-    capabilities = Capabilities(bias_form=True, index="bias")
+    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -211,7 +211,7 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     array([[0.2, 0.5, 0.3]])
     """
 
-    capabilities = Capabilities(bias_form=True, whole_rows=True, gated=True, index="bias")
+    capabilities = Capabilities(bias_form=True, whole_rows=True, gated=True, index="bias", mergeable=True)
 
     _parameter_constraints: dict = {
         **InvertedSoftmax._parameter_constraints,
