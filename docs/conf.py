@@ -34,7 +34,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
-    "myst_parser",  # the performance page includes the README's figures
+    "myst_parser",  # the performance page is Markdown
 ]
 
 templates_path = ["_templates"]
