@@ -98,6 +98,14 @@ class NormalizedIndex(BaseEstimator):
     enough, or serve with the exact ``normalizer.top_k(queries=...)`` where that is
     as fast; the user guide's :ref:`index-recall` section gives measured figures.
 
+    When the normaliser's querybank grows (its ``partial_fit``), :meth:`partial_fit`
+    or :meth:`refresh` update what depends on the bank, without re-adding the
+    gallery where ``refresh_in_place_`` says so, and the index answers as one built
+    anew on the grown normaliser. So that the lists of an ``"IVF...,Flat"`` index do
+    not depend on the bank, its coarse quantiser is trained on the gallery vectors
+    with their bias coordinates set to zero: the items fall in the lists of their
+    embeddings, and the stored vectors keep their biases.
+
     Parameters
     ----------
     normalizer : QueryBankNormalizer or QueryBankGate
@@ -135,6 +143,13 @@ class NormalizedIndex(BaseEstimator):
         The FAISS index over the (augmented) gallery.
     bias_form_ : bool
         Whether the normaliser is served by the augmented search (else by reranking).
+    refresh_in_place_ : bool
+        Whether :meth:`refresh` and :meth:`partial_fit` update the index in place
+        when the normaliser's bank grows: True for a reranked normaliser (nothing
+        in the vector index depends on the bank) and for a bias form over a
+        ``"Flat"`` or ``"IVF...,Flat"`` index (the stored bias coordinates are
+        rewritten); False where the vector index must be rebuilt (an HNSW graph,
+        PQ or SQ codes, a transform).
     n_gallery_ : int
         Number of gallery items indexed.
     n_dims_ : int
@@ -202,8 +217,118 @@ class NormalizedIndex(BaseEstimator):
             The fitted index.
         """
         self._validate_params()
+        self._build(self._fitted_serving(X, y, gallery, gallery_bank).check())
+        return self
+
+    def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None):
+        """Append rows to the normaliser's querybank and refresh the index.
+
+        The first call on an unfitted index fits a clone of ``normalizer`` by its
+        ``partial_fit`` (with ``gallery``) and builds the index; a later call appends
+        the rows to the index's own normaliser (``normalizer_.partial_fit``) and
+        updates only what depends on the bank, as :meth:`refresh` does. The index
+        then answers as one built anew on the grown normaliser. Only the normalisers
+        whose ``capabilities.mergeable`` is True grow this way; a normaliser fitted
+        by ``fit`` (as :meth:`fit` given ``X`` fits one) starts a new bank at its
+        first ``partial_fit``, with a warning.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_dims)
+            The next querybank embeddings.
+        y : None
+            Ignored.
+        gallery : array-like of shape (n_gallery, n_dims), default=None
+            Gallery embeddings, on the first call; later calls omit it or pass the
+            same gallery.
+        gallery_bank : array-like of shape (n_rows_gallery_bank, n_dims), default=None
+            The next gallery-bank embeddings, for the dual-bank normalisers.
+
+        Returns
+        -------
+        self : object
+            The index, serving the normaliser fitted on every row so far.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import InvertedSoftmax
+        >>> from skqbnorm.index import NormalizedIndex
+        >>> rng = np.random.default_rng(0)
+        >>> bank, gallery = rng.normal(size=(300, 16)), rng.normal(size=(1000, 16))
+        >>> index = NormalizedIndex(InvertedSoftmax(), "Flat")
+        >>> for rows in np.array_split(bank, 3):
+        ...     index = index.partial_fit(rows, gallery=gallery)
+        >>> index.normalizer_.n_bank_, index.refresh_in_place_
+        (300, True)
+        >>> rebuilt = NormalizedIndex(InvertedSoftmax(), "Flat").fit(bank, gallery=gallery)
+        >>> queries = rng.normal(size=(5, 16))
+        >>> [bool(np.array_equal(a, b)) for a, b in zip(index.search(queries, k=3),
+        ...                                             rebuilt.search(queries, k=3))]
+        [True, True]
+        """
+        if not hasattr(self, "index_"):
+            self._validate_params()
+            normalizer = clone(self.normalizer).partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+            self._source_gallery = None
+            self._build(self._checked_serving(index_serving(normalizer)).check())
+            return self
+        self.normalizer_.partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+        self._refresh(index_serving(self.normalizer_))
+        return self
+
+    def refresh(self):
+        """Serve ``normalizer`` again after its querybank grew, updating only what depends on the bank.
+
+        For an index built by ``fit()`` from a fitted ``normalizer``, after that
+        normaliser learned more bank rows (its ``partial_fit``, or a refit on the
+        same gallery): the index takes a new copy of it and answers as one built
+        anew on it. What is updated depends on how the normaliser is served:
+
+        - reranked (not a bias form): nothing in the vector index depends on the
+          bank; the exact rescoring reads the new copy.
+        - a bias form over a ``"Flat"`` or ``"IVF...,Flat"`` index: the bias
+          coordinates of the stored vectors are rewritten in place, no vector is
+          re-added and nothing retrained. An IVF index assigns the items to its
+          lists by their embeddings alone (its coarse quantiser is trained with
+          the bias coordinates set to zero), so the lists do not change.
+        - a bias form over any other index (HNSW, whose graph links the augmented
+          vectors; PQ or SQ codes, which encode them): the vector index is rebuilt.
+
+        ``refresh_in_place_`` says which applies; a new gallery, or a change
+        between a bias form and a reranked normaliser (a gate that opened or
+        closed), rebuilds it too. The gallery array must not have been modified in
+        place since the index was built.
+
+        Returns
+        -------
+        self : object
+            The refreshed index.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import CSLS
+        >>> from skqbnorm.index import NormalizedIndex
+        >>> rng = np.random.default_rng(0)
+        >>> bank, gallery = rng.normal(size=(400, 16)), rng.normal(size=(1000, 16))
+        >>> csls = CSLS(k=3).partial_fit(bank[:200], gallery=gallery)
+        >>> index = NormalizedIndex(csls, "IVF8,Flat", nprobe=2).fit()
+        >>> csls = csls.partial_fit(bank[200:])  # the bank grows: 400 rows
+        >>> index = index.refresh()
+        >>> rebuilt = NormalizedIndex(csls, "IVF8,Flat", nprobe=2).fit()
+        >>> queries = rng.normal(size=(5, 16))
+        >>> bool(np.array_equal(index.search(queries, k=3)[0], rebuilt.search(queries, k=3)[0]))
+        True
+        """
+        check_is_fitted(self)
+        check_is_fitted(self.normalizer)
+        self._refresh(self._own_copy(index_serving(self.normalizer)))
+        return self
+
+    def _build(self, serving):
+        """Build the vector index over ``serving``'s gallery, and serve it."""
         faiss = import_faiss()
-        serving = self._fitted_serving(X, y, gallery, gallery_bank).check()
         normalizer = serving.normalizer
         self.bias_form_ = serving.bias_form
         gallery = normalizer.gallery_embeddings_
@@ -219,20 +344,54 @@ class NormalizedIndex(BaseEstimator):
                 f"factory={self.factory!r} is not a FAISS index_factory string for "
                 f"{vectors.shape[1]}-dimensional vectors: {last_line(error)}"
             ) from error
+        rewritable = bias_storage(faiss, index) is not None
         if not index.is_trained:
             step = 1 if self.train_size is None else -(-len(vectors) // self.train_size)
-            training = np.ascontiguousarray(vectors[::step])
+            training = np.array(vectors[::step])
+            if rewritable and self.bias_form_:
+                # Lists chosen by the embeddings alone stay those of any bank.
+                training[:, gallery.shape[1] :] = 0
             try:
                 index.train(training)
             except (RuntimeError, MemoryError) as error:
                 raise ValueError(self._training_error(len(vectors), len(training), error)) from error
         with faiss_errors(self.factory, f"add the {len(vectors)} gallery vectors"):
             index.add(vectors)
-        self.normalizer_, self.index_ = normalizer, index
+        self.index_, self.refresh_in_place_ = index, rewritable or not self.bias_form_
         self.n_gallery_, self.n_dims_ = gallery.shape
-        self._serving = serving
-        self._context = serving.context()
-        return self
+        self._serve(serving)
+
+    def _serve(self, serving):
+        self.normalizer_, self._serving, self._context = serving.normalizer, serving, serving.context()
+
+    def _refresh(self, serving):
+        """Serve ``serving``'s normaliser, rewriting the stored biases or rebuilding."""
+        serving.check()
+        biases = serving.gallery_biases() if serving.bias_form else None
+        unchanged = (
+            serving.normalizer.gallery_embeddings_ is self.normalizer_.gallery_embeddings_
+            and serving.bias_form == self.bias_form_
+            and (biases is None or len(biases) == self._n_forms())
+        )
+        if not (unchanged and self.refresh_in_place_):
+            self._build(serving)
+            return
+        if biases is not None:
+            write_biases(import_faiss(), self.index_, biases, self.n_dims_)
+        self._serve(serving)
+
+    def _own_copy(self, serving):
+        """A deep copy of ``serving``, sharing the indexed gallery's array when it holds
+        the same embeddings (a gallery may be large)."""
+        memo = {}
+        new = serving.normalizer.gallery_embeddings_
+        indexed = self.normalizer_.gallery_embeddings_
+        if (new is not None and new.shape == indexed.shape and new.dtype == indexed.dtype
+                and (new is self._source_gallery or np.array_equal(new, indexed))):
+            memo[id(new)] = indexed
+        copied = copy.deepcopy(serving, memo)
+        self._source_gallery = new
+        return self._checked_serving(copied)
 
     def _training_error(self, n_gallery, n_training, error):
         """What to say when FAISS cannot train ``factory`` on ``n_training`` vectors."""
@@ -257,9 +416,17 @@ class NormalizedIndex(BaseEstimator):
                 raise ValueError("gallery and gallery_bank need X, the querybank embeddings.")
             check_is_fitted(self.normalizer)
             # The index's own copy: a refit of the caller's normaliser leaves it alone.
-            serving = copy.deepcopy(index_serving(self.normalizer))
+            serving = index_serving(self.normalizer)
+            self._source_gallery = serving.normalizer.gallery_embeddings_
+            serving = copy.deepcopy(serving)
         else:
+            self._source_gallery = None
             serving = index_serving(clone(self.normalizer).fit(X, y, gallery=gallery, gallery_bank=gallery_bank))
+        return self._checked_serving(serving)
+
+    @staticmethod
+    def _checked_serving(serving):
+        """``serving``, if its normaliser holds gallery embeddings to index."""
         normalizer = serving.normalizer
         if normalizer.gallery_embeddings_ is None:
             raise ValueError(
@@ -436,6 +603,32 @@ class NormalizedIndex(BaseEstimator):
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores
+
+
+def bias_storage(faiss, index):
+    """Where ``index`` stores its vectors as plain float32 rows that can be rewritten:
+    ``"flat"`` (one array), ``"lists"`` (IVF inverted lists), or None (graphs, codes)."""
+    if type(index) is faiss.IndexFlat or type(index) is faiss.IndexFlatIP:
+        return "flat"
+    return "lists" if type(index) is faiss.IndexIVFFlat else None
+
+
+def write_biases(faiss, index, biases, n_dims):
+    """Rewrite the bias coordinates ``-biases`` (shape (n_forms, n_items)) of the vectors
+    stored in ``index``, in place: the float32 values ``augmented_gallery`` gives."""
+    tails = np.asarray(-biases.T, dtype=np.float32)
+    width = index.d
+    if bias_storage(faiss, index) == "flat":
+        stored = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * width).reshape(-1, width)
+        stored[:, n_dims:] = tails
+        return
+    lists = index.invlists
+    for number in range(index.nlist):  # each list holds its own array of codes
+        size = lists.list_size(number)
+        if size:
+            codes = faiss.rev_swig_ptr(lists.get_codes(number), size * index.code_size)
+            ids = faiss.rev_swig_ptr(lists.get_ids(number), size)
+            codes.view(np.float32).reshape(size, width)[:, n_dims:] = tails[ids]
 
 
 def shared_per_row(found, exact, n_items):

@@ -244,13 +244,16 @@ def test_each_count_takes_one_and_refuses_zero(data, index_module, name):
 
 @pytest.mark.parametrize("train_size", [None, 300, 1000])
 def test_an_ivf_index_is_trained_on_evenly_spaced_items(data, index_module, train_size):
-    """The same index as FAISS builds by hand from every ceil(n / train_size)-th vector."""
+    """The same index as FAISS builds by hand from every ceil(n / train_size)-th vector,
+    its bias coordinate set to zero (the lists then hold the items by their embeddings)."""
     normalizer = NearestNeighborNormalization(k=5).fit(data["bank"], gallery=data["gallery"])
     index = index_module.NormalizedIndex(normalizer, "IVF8,Flat", nprobe=1, train_size=train_size).fit()
     vectors = index_serving(normalizer).augmented_gallery(dtype=np.float32)
     step = 1 if train_size is None else -(-1000 // train_size)
     by_hand = faiss_module().index_factory(vectors.shape[1], "IVF8,Flat", faiss_module().METRIC_INNER_PRODUCT)
-    by_hand.train(np.ascontiguousarray(vectors[::step]))
+    training = vectors[::step].copy()
+    training[:, -1] = 0
+    by_hand.train(training)
     by_hand.add(vectors)
     by_hand.nprobe = 1
     queries = index_serving(normalizer).augmented_queries(data["queries"], dtype=np.float32)

@@ -25,7 +25,7 @@ BIAS_FORM = NORMALIZER | {"gallery_bias"}
 RERANKER = {"fit", "fit_predict", "rerank_path"}
 ALLOWED = {
     QueryBankGate: NORMALIZER,
-    NormalizedIndex: {"fit", "search", "recall"},
+    NormalizedIndex: {"fit", "partial_fit", "refresh", "search", "recall"},
     RerankerCV: {"fit", "fit_predict"},
     QueryBankSearchCV: {"fit", "transform", "similarities", "top_k"},
 }
