@@ -35,6 +35,7 @@ __version__ = "1.0.0"
 
 from ._bank_search import QueryBankSearchCV
 from ._compare import compare  # after the estimators: it reads the catalogue of them
+from ._live import LiveQueryBank
 
 __all__ = [
     "CSLS",
@@ -49,6 +50,7 @@ __all__ = [
     "HingeReranker",
     "InvertedSoftmax",
     "KReciprocalReranker",
+    "LiveQueryBank",
     "MutualProximity",
     "NearestNeighborNormalization",
     "PointwiseReranker",

@@ -14,7 +14,14 @@ import pytest
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.preprocessing import StandardScaler
 
-from skqbnorm import InvertedSoftmax, QueryBankGate, QueryBankSearchCV, RerankerCV, catalogue
+from skqbnorm import (
+    InvertedSoftmax,
+    LiveQueryBank,
+    QueryBankGate,
+    QueryBankSearchCV,
+    RerankerCV,
+    catalogue,
+)
 from skqbnorm.index import NormalizedIndex
 
 #: scikit-learn generates ``set_<method>_request`` for every method that takes metadata.
@@ -28,6 +35,7 @@ ALLOWED = {
     NormalizedIndex: {"fit", "partial_fit", "refresh", "search", "recall"},
     RerankerCV: {"fit", "fit_predict"},
     QueryBankSearchCV: {"fit", "transform", "similarities", "top_k"},
+    LiveQueryBank: {"fit", "transform", "similarities", "top_k"},
 }
 
 
