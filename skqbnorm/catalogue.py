@@ -40,7 +40,7 @@ from .normalizers import (
     QueryBankZNorm,
     SinkhornNormalization,
 )
-from .normalizers._capabilities import GALLERY_BANK_INPUTS, INDEX_SERVING
+from .normalizers._capabilities import GALLERY_BANK_INPUTS, INDEX_SERVING, ITEM_BIAS_FORMS
 from .rerankers import (
     DiffusionReranker,
     HingeReranker,
@@ -215,7 +215,7 @@ BUILT_IN = frozenset()
 #: What a method list can select: a letter or digit, then letters, digits, ``_ . + -``.
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.+-]*")
 #: The values :func:`normalizers` can match, by capability (the booleans: True, False).
-CAPABILITY_VALUES = {"gallery_bank": GALLERY_BANK_INPUTS, "index": INDEX_SERVING}
+CAPABILITY_VALUES = {"gallery_bank": GALLERY_BANK_INPUTS, "index": INDEX_SERVING, "item_bias": ITEM_BIAS_FORMS}
 
 
 def register(name, method, *, replace=False):

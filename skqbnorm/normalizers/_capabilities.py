@@ -7,6 +7,9 @@ from dataclasses import dataclass
 GALLERY_BANK_INPUTS = (None, "gallery_bank", "querybank_to_gallery_bank")
 #: How :class:`~skqbnorm.index.NormalizedIndex` serves a normaliser (None: refused).
 INDEX_SERVING = ("bias", "rerank", None)
+#: How a new gallery item's bias follows from its similarities to the bank, for an
+#: attacker who models it (None: not modelled).
+ITEM_BIAS_FORMS = (None, "log_sum_exp", "top_k_mean")
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,22 @@ class Capabilities:
         dual-bank class, ``_gallery_bank_reducers``) must not depend on the number
         of bank rows; incompatible with ``bank_passes``. Classes without it refuse
         ``partial_fit`` (``hasattr`` is False on them).
+    item_bias : {None, "log_sum_exp", "top_k_mean"}, default=None
+        How the bias of a new gallery item ``h`` follows from its similarities
+        ``s(b, h)`` to the bank rows ``b``, so that
+        :func:`~skqbnorm.attacks.adaptive_hubs` can model it (needs ``bias_form``;
+        a gated class declares the bias of its normalised rows). The class defines
+        ``_item_bias_parameters()``, which gives the form's parameters from the
+        fitted normaliser: ``"log_sum_exp"``, ``logsumexp_b(beta s(b, h)) / beta -
+        offset``, from ``{"beta", "offset"}``; ``"top_k_mean"``, ``scale`` times
+        the mean of the ``k`` largest ``s(b, h)``, from ``{"k", "scale"}``. None:
+        an adaptive attack refuses it.
+    array_api : bool, default=False
+        With scikit-learn's ``array_api_dispatch=True``, ``fit``, ``transform``,
+        ``similarities`` and ``top_k`` run on the namespace and device of array API
+        inputs (torch, CuPy, array-api-strict), and return arrays of that namespace
+        (the class's ``array_api_support`` tag). Classes without it refuse such
+        inputs under dispatch with a ValueError.
 
     Examples
     --------
@@ -65,6 +84,8 @@ class Capabilities:
     'rerank'
     >>> CSLS.capabilities.mergeable, GloballyCorrected.capabilities.mergeable
     (True, False)
+    >>> CSLS.capabilities.item_bias, GloballyCorrected.capabilities.item_bias is None
+    ('top_k_mean', True)
     """
 
     bias_form: bool = False
@@ -75,6 +96,8 @@ class Capabilities:
     transductive: bool = False
     index: str = "rerank"
     mergeable: bool = False
+    item_bias: str = None
+    array_api: bool = False
 
     def __post_init__(self):
         if self.gallery_bank not in GALLERY_BANK_INPUTS:
@@ -85,3 +108,8 @@ class Capabilities:
             raise ValueError("gated=True and index='bias' need bias_form=True.")
         if self.mergeable and self.bank_passes:
             raise ValueError("mergeable=True needs a single pass over the bank: not with bank_passes=True.")
+        if self.item_bias not in ITEM_BIAS_FORMS:
+            raise ValueError(f"item_bias must be one of {ITEM_BIAS_FORMS}; got {self.item_bias!r}.")
+        if self.item_bias is not None and not self.bias_form:
+            raise ValueError(f"item_bias={self.item_bias!r} needs bias_form=True: it models "
+                             "the bias s(q, g) - bias_g subtracts.")

@@ -62,7 +62,8 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
     array([[-0.2,  0.2]])
     """
 
-    capabilities = Capabilities(bias_form=True, whole_rows=True, index="bias", mergeable=True)
+    capabilities = Capabilities(bias_form=True, whole_rows=True, index="bias", mergeable=True,
+                                item_bias="top_k_mean", array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -85,6 +86,10 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
     def _gallery_bias(self):
         # 2 s - r_G(q) - r_B(g): r_G shifts a whole row, so a row ranks as s - r_B / 2.
         return self.bank_neighborhood_ / 2
+
+    def _item_bias_parameters(self):
+        """A new item's bias, ``r_B(h) / 2``: half the mean of its k largest bank similarities."""
+        return {"k": int(self.k), "scale": 0.5}
 
     def _row_state(self, sims, columns, state=None):
         """Each row's k largest similarities so far."""

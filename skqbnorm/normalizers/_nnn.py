@@ -89,7 +89,8 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
     array([[0.175, 0.375]])
     """
 
-    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True)
+    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True, item_bias="top_k_mean",
+                                array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -116,6 +117,11 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
 
     def _gallery_bias(self):
         return self._bias
+
+    def _item_bias_parameters(self):
+        """A new item's bias, ``alpha r_k(h)``: alpha times the mean of its k largest bank
+        similarities."""
+        return {"k": int(self.k), "scale": float(self.alpha)}
 
     def _overflow_cause(self, similarity, item):
         """The bias ``alpha * r_B(g)`` itself overflows: alpha is to blame."""

@@ -99,7 +99,8 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     array([[0.85, 0.15]])
     """
 
-    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True)
+    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True, item_bias="log_sum_exp",
+                                array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -128,6 +129,11 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
 
     def _gallery_bias(self):
         return self._excess
+
+    def _item_bias_parameters(self):
+        """A new item's bias, ``logsumexp_b(beta s(b, h)) / beta - c_mean`` (the DIS's
+        when the item's gate is open)."""
+        return {"beta": float(self.beta), "offset": self.mean_soft_max_}
 
     def _score(self, sims, columns, row_state, out):
         if self.output == "probability":  # in float64, whatever beta and the dtype
@@ -211,7 +217,8 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
     array([[0.2, 0.5, 0.3]])
     """
 
-    capabilities = Capabilities(bias_form=True, whole_rows=True, gated=True, index="bias", mergeable=True)
+    capabilities = Capabilities(bias_form=True, whole_rows=True, gated=True, index="bias", mergeable=True,
+                                item_bias="log_sum_exp", array_api=True)
 
     _parameter_constraints: dict = {
         **InvertedSoftmax._parameter_constraints,
