@@ -11,7 +11,11 @@ the defender's querybank. It sees the gallery's embeddings (to beat the real ite
 best scores). :func:`centroid_hubs` needs only the sample; :func:`optimized_hubs`
 also reads the gallery; :func:`adaptive_hubs` further knows which normaliser the
 service runs (its class and parameters) and holds a bank like the defender's (drawn
-from the same distribution, not the same rows).
+from the same distribution, not the same rows). It attacks the normalisers whose
+class declares, in its :class:`~skqbnorm.normalizers.Capabilities` (``item_bias``),
+how a new item's bias follows from the bank: of those skqbnorm ships, the Inverted
+Softmax, the Dynamic Inverted Softmax, CSLS and NNN, each also behind a
+:class:`~skqbnorm.normalizers.QueryBankGate`; it refuses the others, naming them.
 
 Each attack returns the planted embeddings, shape ``(n_hubs, n_dims)``, unit rows;
 :func:`plant` appends them to a gallery and returns their indices there. Every
@@ -34,18 +38,8 @@ from sklearn.base import clone
 from sklearn.cluster import KMeans
 
 from ._validation import check_embeddings, check_int, check_real
-from .normalizers import (
-    CSLS,
-    DynamicInvertedSoftmax,
-    InvertedSoftmax,
-    NearestNeighborNormalization,
-    QueryBankGate,
-)
 
 __all__ = ["adaptive_hubs", "centroid_hubs", "optimized_hubs", "plant"]
-
-#: The normalisers whose bias an adaptive attack models (a gate unwraps to its normaliser).
-MODELLED = (InvertedSoftmax, DynamicInvertedSoftmax, CSLS, NearestNeighborNormalization)
 
 
 def plant(gallery, hubs):
@@ -187,13 +181,17 @@ def adaptive_hubs(attacker_queries, gallery, normalizer, bank, n_hubs=1, *, n_it
     the bank's queries come to ``g``: the attack fits ``normalizer`` on ``bank``
     to get the real items' biases, and climbs, as :func:`optimized_hubs` does, the
     mean of ``sigmoid((s(q, h) - bias(h) - max_g (s(q, g) - bias(g))) /
-    temperature)``, with the hub's own bias and its gradient in closed form:
+    temperature)``, with the hub's own bias and its gradient in closed form. The
+    normaliser's class declares that form in its capabilities
+    (:class:`~skqbnorm.normalizers.Capabilities`, ``item_bias``), so any class
+    that declares one is attacked, a plug-in of yours as well:
 
-    - Inverted Softmax, Dynamic Inverted Softmax: ``bias(h) = logsumexp_b(beta
-      s(b, h)) / beta - c_mean``; the dynamic one is modelled as if the hub's gate
-      were open (its bias is then the Inverted Softmax's);
-    - CSLS: ``bias(h) = r_k(h) / 2``, NNN: ``alpha r_k(h)``, with ``r_k(h)`` the
-      mean of the ``k`` largest ``s(b, h)`` over the bank;
+    - ``"log_sum_exp"``: ``bias(h) = logsumexp_b(beta s(b, h)) / beta - c``
+      (Inverted Softmax, ``c = c_mean``; the Dynamic Inverted Softmax, modelled as
+      if the hub's gate were open, its bias then the Inverted Softmax's);
+    - ``"top_k_mean"``: ``bias(h) = scale r_k(h)``, with ``r_k(h)`` the mean of
+      the ``k`` largest ``s(b, h)`` over the bank (CSLS: ``scale = 1/2``; NNN:
+      ``scale = alpha``);
     - a :class:`~skqbnorm.normalizers.QueryBankGate` is attacked through the
       normaliser it wraps.
 
@@ -204,9 +202,10 @@ def adaptive_hubs(attacker_queries, gallery, normalizer, bank, n_hubs=1, *, n_it
     gallery : array-like of shape (n_gallery, n_dims)
         The gallery's embeddings, before the attack.
     normalizer : estimator
-        An InvertedSoftmax, DynamicInvertedSoftmax, CSLS or
-        NearestNeighborNormalization with ``metric="cosine"`` (or a QueryBankGate of
-        one), fitted or not: a clone is fitted on ``bank``.
+        A querybank normaliser whose capabilities declare an ``item_bias`` (of the
+        catalogue's: InvertedSoftmax, DynamicInvertedSoftmax, CSLS,
+        NearestNeighborNormalization), with ``metric="cosine"``, or a QueryBankGate
+        of one; fitted or not: a clone is fitted on ``bank``.
     bank : array-like of shape (n_bank, n_dims)
         The attacker's querybank embeddings.
     n_hubs : int, default=1
@@ -228,8 +227,8 @@ def adaptive_hubs(attacker_queries, gallery, normalizer, bank, n_hubs=1, *, n_it
     Raises
     ------
     ValueError
-        For a normaliser whose scores are not modelled (another class, another
-        metric), naming it.
+        For a normaliser whose scores are not modelled (its capabilities declare no
+        ``item_bias``, or its metric is not cosine), naming it.
 
     Examples
     --------
@@ -250,7 +249,7 @@ def adaptive_hubs(attacker_queries, gallery, normalizer, bank, n_hubs=1, *, n_it
                                                       temperature)
     fitted = clone(model).fit(bank, gallery=gallery)
     real = (queries @ gallery.T - fitted.gallery_bias()).max(axis=1)
-    return _ascend(queries, real, _HubBias.of(fitted, bank), n_hubs, n_iter, step,
+    return _ascend(queries, real, _item_bias(fitted, bank), n_hubs, n_iter, step,
                    temperature, random_state)
 
 
@@ -264,47 +263,70 @@ class _RawBias:
         return np.zeros(len(hubs)), np.zeros_like(hubs)
 
 
-class _HubBias:
-    """A hub's bias ``bias(h)`` under a fitted normaliser, and its gradient in ``h``."""
+class _LogSumExpBias:
+    """``bias(h) = logsumexp_b(beta s(b, h)) / beta - offset`` and its gradient in ``h``."""
 
-    def __init__(self, bank, kind, beta=None, k=None, scale=1.0, offset=0.0):
-        self.bank, self.kind, self.beta, self.k = bank, kind, beta, k
-        self.scale, self.offset = scale, offset
+    def __init__(self, bank, beta, offset):
+        self.bank, self.beta, self.offset = bank, beta, offset
 
-    @classmethod
-    def of(cls, fitted, bank):
-        if isinstance(fitted, InvertedSoftmax):
-            return cls(bank, "softmax", beta=float(fitted.beta), offset=fitted.mean_soft_max_)
-        alpha = 0.5 if isinstance(fitted, CSLS) else float(fitted.alpha)
-        return cls(bank, "top_k", k=int(fitted.k), scale=alpha)
+    def __call__(self, hubs):
+        """``(bias, gradient)``: shapes (n_hubs,) and (n_hubs, n_dims)."""
+        scaled = self.beta * (self.bank @ hubs.T)  # (n_bank, n_hubs)
+        peak = scaled.max(axis=0)
+        weights = np.exp(scaled - peak)
+        total = weights.sum(axis=0)
+        bias = (peak + np.log(total)) / self.beta - self.offset
+        return bias, (weights / total).T @ self.bank
+
+
+class _TopKMeanBias:
+    """``bias(h) = scale * (mean of the k largest s(b, h))`` and its gradient in ``h``."""
+
+    def __init__(self, bank, k, scale):
+        self.bank, self.k, self.scale = bank, k, scale
 
     def __call__(self, hubs):
         """``(bias, gradient)``: shapes (n_hubs,) and (n_hubs, n_dims)."""
         sims = self.bank @ hubs.T  # (n_bank, n_hubs)
-        if self.kind == "softmax":
-            scaled = self.beta * sims
-            peak = scaled.max(axis=0)
-            weights = np.exp(scaled - peak)
-            total = weights.sum(axis=0)
-            bias = (peak + np.log(total)) / self.beta - self.offset
-            gradient = (weights / total).T @ self.bank
-        else:
-            top = np.argpartition(-sims, self.k - 1, axis=0)[: self.k]  # (k, n_hubs)
-            bias = self.scale * np.take_along_axis(sims, top, axis=0).mean(axis=0)
-            gradient = self.scale * self.bank[top].mean(axis=0)
-        return bias, gradient
+        top = np.argpartition(-sims, self.k - 1, axis=0)[: self.k]  # (k, n_hubs)
+        bias = self.scale * np.take_along_axis(sims, top, axis=0).mean(axis=0)
+        return bias, self.scale * self.bank[top].mean(axis=0)
+
+
+#: The hub's bias model of each form a normaliser's capabilities may declare.
+_ITEM_BIAS_MODELS = {"log_sum_exp": _LogSumExpBias, "top_k_mean": _TopKMeanBias}
+
+
+def _item_bias(fitted, bank):
+    """The bias model of a fitted normaliser: its declared form, with the parameters it
+    gives (``_item_bias_parameters``)."""
+    form = type(fitted).capabilities.item_bias
+    return _ITEM_BIAS_MODELS[form](bank, **fitted._item_bias_parameters())
 
 
 def _bias_model(normalizer):
-    """The normaliser whose bias the attack models, or a ValueError naming it."""
-    inner = normalizer
-    if isinstance(normalizer, QueryBankGate):  # a gate of None wraps the DIS at its defaults
-        inner = normalizer.normalizer or DynamicInvertedSoftmax()
-    if not isinstance(inner, MODELLED) or getattr(inner, "metric", None) != "cosine":
+    """The normaliser whose bias the attack models (the one a wrapper, such as a gate,
+    declares it serves with), or a ValueError naming it."""
+    if isinstance(normalizer, type):
+        raise ValueError(  # noqa: TRY004 - a bad parameter value, as scikit-learn refuses them
+            f"normalizer must be an instance, such as CSLS(); got the class "
+            f"normalizer={normalizer.__name__}.")
+    wrapped = getattr(normalizer, "_wrapped_normalizer", None)
+    inner = normalizer if wrapped is None else wrapped()
+    capabilities = getattr(type(inner), "capabilities", None)
+    if getattr(capabilities, "item_bias", None) is None:
+        declared = ("declare no item_bias" if capabilities is not None
+                    else "are not declared (it is no querybank normaliser)")
         raise ValueError(
-            f"normalizer={normalizer!r} is not modelled by adaptive_hubs: it models "
-            "InvertedSoftmax, DynamicInvertedSoftmax, CSLS and NearestNeighborNormalization "
-            "with metric='cosine' (or a QueryBankGate of one)."
+            f"normalizer={normalizer!r} is not modelled by adaptive_hubs: the capabilities "
+            f"of {type(inner).__name__} {declared}. It models the classes that declare how "
+            f"a new item's bias follows from the bank, item_bias in {tuple(_ITEM_BIAS_MODELS)}."
+        )
+    metric = inner.get_params().get("metric")
+    if metric != "cosine":
+        raise ValueError(
+            f"normalizer={normalizer!r} is not modelled by adaptive_hubs: its item_bias "
+            f"model holds for metric='cosine'; got metric={metric!r}."
         )
     return inner
 

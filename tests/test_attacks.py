@@ -6,7 +6,8 @@ import pytest
 from sklearn.base import clone
 
 from skqbnorm.attacks import (
-    _HubBias,
+    _ITEM_BIAS_MODELS,
+    _item_bias,
     _objective,
     _RawBias,
     adaptive_hubs,
@@ -14,19 +15,68 @@ from skqbnorm.attacks import (
     optimized_hubs,
     plant,
 )
+from skqbnorm.catalogue import normalizers
 from skqbnorm.datasets import load_retrieval_set
 from skqbnorm.normalizers import (
     CSLS,
+    BiasFormMixin,
+    Capabilities,
     Centering,
     DynamicInvertedSoftmax,
     InvertedSoftmax,
     NearestNeighborNormalization,
     QueryBankGate,
+    QueryBankNormalizer,
 )
+from skqbnorm.normalizers._capabilities import ITEM_BIAS_FORMS
 
 
 def unit(X):
     return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+class ColumnMax:
+    """Each gallery item's largest bank similarity, block by block."""
+
+    def __init__(self, n_gallery):
+        self.value = np.full(n_gallery, -np.inf)
+
+    def update(self, block, rows):
+        np.maximum(self.value, block.max(axis=0), out=self.value)
+
+    def merge(self, other):
+        np.maximum(self.value, other.value, out=self.value)
+
+    def result(self):
+        return self.value
+
+
+class HalfMax(BiasFormMixin, QueryBankNormalizer):
+    """A plug-in normaliser: s(q, g) less half the bank's largest similarity to g, which
+    it declares as a top-k mean (k = 1) scaled by 1/2."""
+
+    capabilities = Capabilities(bias_form=True, index="bias", item_bias="top_k_mean")
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnMax(n_gallery)]
+
+    def _learn(self, reducers):
+        self.bank_max_ = reducers[0].result()
+
+    def _gallery_bias(self):
+        return self.bank_max_ / 2
+
+    def _score(self, sims, columns, row_state, out):
+        np.subtract(sims, (self.bank_max_[columns] / 2).astype(sims.dtype), out=out)
+
+    def _item_bias_parameters(self):
+        return {"k": 1, "scale": 0.5}
+
+
+class UndeclaredHalfMax(HalfMax):
+    """The same scores, with no item_bias declared."""
+
+    capabilities = Capabilities(bias_form=True, index="bias")
 
 
 @pytest.fixture(scope="module")
@@ -103,28 +153,31 @@ def reference_bias(normalizer, bank, gallery, hub):
     return fitted.gallery_bias()[-1], fitted
 
 
-@pytest.mark.parametrize("normalizer", [InvertedSoftmax(beta=10.0), CSLS(k=5),
-                                        NearestNeighborNormalization(k=4, alpha=0.75)])
+@pytest.mark.parametrize("normalizer", [InvertedSoftmax(beta=10.0), DynamicInvertedSoftmax(k=2),
+                                        CSLS(k=5), NearestNeighborNormalization(k=4, alpha=0.75),
+                                        HalfMax()])
 def test_the_hub_bias_is_the_normalisers(normalizer):
     """The closed-form bias of a hub equals the bias the fitted normaliser gives it once
-    planted (IS up to the shift of c_mean, which is the same for every item)."""
+    planted (IS up to the shift of c_mean, which is the same for every item; the DIS's
+    is the bias of its normalised rows; the plug-in's from its own reduction)."""
     rng = np.random.default_rng(3)
     gallery, bank, hub = unit(rng.normal(size=(30, 6))), unit(rng.normal(size=(40, 6))), unit(
         rng.normal(size=(1, 6)))
     expected, refit = reference_bias(normalizer, bank, gallery, hub)
-    bias, _ = _HubBias.of(refit, bank)(hub)
+    bias, _ = _item_bias(refit, bank)(hub)
     np.testing.assert_allclose(bias[0], expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("normalizer", [InvertedSoftmax(beta=15.0), CSLS(k=5),
-                                        NearestNeighborNormalization(k=3, alpha=0.5), None])
+                                        NearestNeighborNormalization(k=3, alpha=0.5), HalfMax(),
+                                        None])
 def test_the_objective_gradient_matches_finite_differences(normalizer):
     rng = np.random.default_rng(4)
     queries, bank = unit(rng.normal(size=(25, 5))), unit(rng.normal(size=(30, 5)))
     hubs = rng.normal(size=(2, 5))  # off the sphere: the gradient is the free one
     labels = rng.integers(0, 2, size=25)
     margins = rng.uniform(-0.5, 0.5, size=25)
-    hub_bias = _RawBias() if normalizer is None else _HubBias.of(
+    hub_bias = _RawBias() if normalizer is None else _item_bias(
         normalizer.fit(bank, gallery=unit(rng.normal(size=(10, 5)))), bank)
     _, gradient = _objective(hubs, queries, labels, margins, hub_bias, 0.3)
     numeric = np.zeros_like(hubs)
@@ -147,7 +200,7 @@ def test_the_adaptive_hub_beats_the_optimised_one_under_its_normaliser(wordnet, 
     higher than the raw attack's."""
     sample, gallery, bank = wordnet["sample"][:300], wordnet["gallery"], wordnet["bank"][:1000]
     fitted = normalizer.fit(bank, gallery=gallery)
-    model = _HubBias.of(fitted, bank)
+    model = _item_bias(fitted, bank)
     margins = (sample @ gallery.T - fitted.gallery_bias()).max(axis=1)
     labels = np.zeros(len(sample), dtype=np.intp)
 
@@ -175,6 +228,34 @@ def test_a_default_gate_is_attacked_as_the_dynamic_inverted_softmax():
         adaptive_hubs(sample, gallery, DynamicInvertedSoftmax(), bank, n_iter=5))
 
 
+def test_a_plug_in_is_attacked_by_its_declared_form():
+    """A class unknown to the attacks module, declaring a top-1 bias scaled by 1/2, is
+    attacked as NNN with k = 1 and alpha = 1/2, whose bias is the same."""
+    rng = np.random.default_rng(8)
+    sample, gallery, bank = (rng.normal(size=(n, 6)) for n in (30, 15, 25))
+    np.testing.assert_allclose(
+        adaptive_hubs(sample, gallery, HalfMax(), bank, 3, n_iter=10, random_state=0),
+        adaptive_hubs(sample, gallery, NearestNeighborNormalization(k=1, alpha=0.5), bank, 3,
+                      n_iter=10, random_state=0), rtol=1e-12, atol=1e-12)
+
+
+def test_every_declarable_item_bias_form_is_modelled():
+    assert set(_ITEM_BIAS_MODELS) == set(ITEM_BIAS_FORMS) - {None}
+
+
+@pytest.mark.parametrize("cls", normalizers())
+def test_every_catalogue_normalizer_is_modelled_or_refused_by_its_declaration(cls):
+    rng = np.random.default_rng(9)
+    sample, gallery, bank = (rng.normal(size=(n, 4)) for n in (20, 40, 50))  # the default ks fit
+    for normalizer in (cls(), QueryBankGate(cls())):
+        if cls.capabilities.item_bias is None:
+            with pytest.raises(ValueError, match=f"{cls.__name__}.*declare no item_bias"):
+                adaptive_hubs(sample, gallery, normalizer, bank, n_iter=2)
+        else:
+            hubs = adaptive_hubs(sample, gallery, normalizer, bank, n_iter=2)
+            np.testing.assert_allclose(np.linalg.norm(hubs, axis=1), 1.0)
+
+
 def test_plant_appends_and_names_the_planted_indices():
     gallery, hubs = np.arange(6.0).reshape(3, 2), np.ones((2, 2))
     attacked, planted = plant(gallery, hubs)
@@ -191,6 +272,11 @@ def test_plant_appends_and_names_the_planted_indices():
     (lambda s, g, b: optimized_hubs(s, g, temperature=-1.0), "temperature must be > 0"),
     (lambda s, g, b: adaptive_hubs(s, g, Centering(), b), "normalizer=Centering"),
     (lambda s, g, b: adaptive_hubs(s, g, CSLS(metric="dot"), b), "normalizer=CSLS"),
+    (lambda s, g, b: adaptive_hubs(s, g, UndeclaredHalfMax(), b),
+     "UndeclaredHalfMax.*declare no item_bias"),
+    (lambda s, g, b: adaptive_hubs(s, g, QueryBankGate(Centering()), b),
+     "normalizer=QueryBankGate.*Centering declare no item_bias"),
+    (lambda s, g, b: adaptive_hubs(s, g, CSLS, b), "normalizer must be an instance"),
     (lambda s, g, b: adaptive_hubs(s, g, CSLS(), b[:, :2]), r"bank .*\(12, 2\)"),
     (lambda s, g, b: plant(g, s[:, :3]), r"hubs .*\(20, 3\).*\(10, 4\)"),
     (lambda s, g, b: centroid_hubs(np.zeros((3, 4))), "attacker_queries has a zero row"),

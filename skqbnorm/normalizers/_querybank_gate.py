@@ -123,7 +123,7 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 "QueryBankGate needs the queries to serve (or a sample of them) at fit, to "
                 "check the querybank against them: fit(bank, queries=query_sims)."
             )
-        normalizer = DynamicInvertedSoftmax() if self.normalizer is None else self.normalizer
+        normalizer = self._wrapped_normalizer()
         capabilities = _capabilities_of(normalizer)
         extra = {} if gallery_bank is None else {"gallery_bank": gallery_bank}
         if querybank_to_gallery_bank is not None:
@@ -234,6 +234,12 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         """The index's protocol (see ``index_serving``) of what serves the queries: the
         wrapped normaliser when the gate is open, else the raw similarities."""
         return self._serving()._index_serving()
+
+    def _wrapped_normalizer(self):
+        """The normaliser, unfitted, that the gate fits and serves with when open:
+        ``normalizer``, or the DynamicInvertedSoftmax at its defaults for None. An
+        adaptive attack (``skqbnorm.attacks.adaptive_hubs``) models it."""
+        return DynamicInvertedSoftmax() if self.normalizer is None else self.normalizer
 
     def _serving(self):
         """The fitted normaliser when the gate is open, else raw similarities served
