@@ -1,5 +1,11 @@
 """Fixtures shared by the whole suite."""
 
+import os
+
+# scikit-learn's array API checks (check_array_api_input) run only with SciPy's array
+# API support on, which SciPy reads once, at its first import: set here, before any.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
 import numpy as np
 import pytest
 

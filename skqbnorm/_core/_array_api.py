@@ -1,0 +1,184 @@
+"""Array API dispatch: the namespace and device of the inputs, and what the standard lacks.
+
+With scikit-learn's ``array_api_dispatch=True`` (``sklearn.set_config`` or
+``sklearn.config_context``), the methods that support it compute on the namespace
+and device of their inputs (torch, CuPy, ``array-api-strict``) through
+``array-api-compat``, imported only then. Without dispatch, or with NumPy inputs,
+:func:`namespace` returns NumPy and the caller keeps its NumPy path.
+"""
+
+import numpy as np
+from sklearn import get_config
+
+_MISSING_COMPAT = (
+    "array_api_dispatch=True needs the array-api-compat package, which is not installed: "
+    "pip install array-api-compat (scikit-learn's array API support needs it too)."
+)
+
+
+def dispatch_enabled():
+    """Whether scikit-learn's ``array_api_dispatch`` is on."""
+    return bool(get_config().get("array_api_dispatch", False))
+
+
+def compat():
+    """The ``array_api_compat`` module, or an ImportError that says how to install it."""
+    try:
+        import array_api_compat
+    except ImportError as error:
+        raise ImportError(_MISSING_COMPAT) from error
+    return array_api_compat
+
+
+def _is_device_array(array, array_api_compat):
+    """An array of another namespace than NumPy (dask arrays keep their own path)."""
+    if array is None or isinstance(array, np.ndarray) or type(array).__module__.startswith("dask"):
+        return False
+    return array_api_compat.is_array_api_obj(array)
+
+
+def namespace(*arrays):
+    """The namespace to compute in, and whether it is an array API path.
+
+    Parameters
+    ----------
+    *arrays : array-like or None
+        The inputs; None entries are ignored.
+
+    Returns
+    -------
+    xp : module
+        ``numpy`` when dispatch is off or no input is an array of another namespace
+        (then the caller keeps its NumPy path); else the inputs' namespace, as
+        ``array_api_compat.array_namespace`` wraps it.
+    is_array_api : bool
+        True when ``xp`` is the inputs' own namespace (torch, CuPy, array-api-strict).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skqbnorm._core._array_api import namespace
+    >>> namespace(np.ones(3))
+    (<module 'numpy' ...>, False)
+    """
+    if not dispatch_enabled():
+        return np, False
+    array_api_compat = compat()
+    others = [array for array in arrays if _is_device_array(array, array_api_compat)]
+    if not others:
+        return np, False
+    try:
+        return array_api_compat.array_namespace(*others), True
+    except TypeError as error:
+        raise ValueError(f"The inputs must use the same namespace: {error}") from error
+
+
+def device(array):
+    """The device of ``array``."""
+    return compat().device(array)
+
+
+def namespace_name(xp):
+    """The name of the array library behind ``xp`` ("torch", "cupy", "array_api_strict")."""
+    return xp.__name__.removeprefix("array_api_compat.")
+
+
+def max_float(xp, on_device):
+    """float64 where the namespace and device support it, else float32."""
+    if namespace_name(xp) == "numpy":
+        return xp.float64
+    floats = xp.__array_namespace_info__().dtypes(kind="real floating", device=on_device)
+    return xp.float64 if "float64" in floats else xp.float32
+
+
+def float_of(xp, array, on_device):
+    """``array`` as a float array: float dtypes kept, integers and booleans cast to
+    the widest float of the device; a ValueError for anything else."""
+    if xp.isdtype(array.dtype, "real floating"):
+        return array
+    if xp.isdtype(array.dtype, ("integral", "bool")):
+        return xp.astype(array, max_float(xp, on_device))
+    raise ValueError(f"Expected an array of real numbers; got dtype {array.dtype}.")
+
+
+def to_numpy(array):
+    """A NumPy copy (or view) of an array of any namespace, moved to the host."""
+    if array is None or isinstance(array, np.ndarray):
+        return array
+    array_api_compat = compat()
+    if array_api_compat.is_torch_array(array):
+        return array.detach().cpu().numpy()
+    if array_api_compat.is_cupy_array(array):
+        return array.get()
+    if namespace_name(array_api_compat.array_namespace(array)) == "array_api_strict":
+        import array_api_strict
+
+        array = array.to_device(array_api_strict.Device("CPU_DEVICE"))
+    return np.asarray(array)
+
+
+def to_namespace(array, xp, on_device):
+    """``array`` (NumPy or of ``xp``) as an array of ``xp`` on ``on_device``."""
+    return xp.asarray(array, device=on_device)
+
+
+def top_k(xp, values, k, axis=-1):
+    """The ``k`` largest entries along ``axis``, best first: ``(values, indices)``.
+
+    The standard has no selection: ``torch.topk`` where the namespace is torch
+    (its order among exact ties is torch's), else a stable descending sort, whose
+    ties go to the lowest index as in the NumPy path.
+
+    Parameters
+    ----------
+    xp : module
+        The namespace of ``values``.
+    values : array of shape (..., n)
+        Real values, no NaN.
+    k : int
+        How many, ``1 <= k <= n``.
+    axis : int, default=-1
+        The axis to select along.
+
+    Returns
+    -------
+    best : array
+        The ``k`` largest values along ``axis``, in decreasing order.
+    indices : array
+        Their positions along ``axis``.
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from skqbnorm._core._array_api import top_k
+    >>> best, where = top_k(xp, xp.asarray([[0.1, 0.9, 0.5, 0.9]]), 2)
+    >>> [float(value) for value in best[0, :]], [int(i) for i in where[0, :]]
+    ([0.9, 0.9], [1, 3])
+    """
+    if namespace_name(xp) == "torch":
+        import torch
+
+        found = torch.topk(values, k, dim=axis, largest=True, sorted=True)
+        return found.values, found.indices
+    order = xp.argsort(values, axis=axis, descending=True, stable=True)
+    indices = xp.take(order, xp.arange(k, device=device(values)), axis=axis)
+    return xp.take_along_axis(values, indices, axis=axis), indices
+
+
+def check_matrix(xp, array, name):
+    """A non-empty 2-D real array of ``xp`` as a float array (see :func:`float_of`)."""
+    if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(
+            f"{name} must be a non-empty 2-D array of shape (n_rows, n_columns); "
+            f"got shape {tuple(array.shape)}."
+        )
+    return float_of(xp, array, device(array))
+
+
+def check_finite(xp, block, rows, name, **naming):
+    """A ValueError naming the first NaN or infinity of ``block`` (rows ``rows``), as the
+    NumPy path names it; the block goes to the host only when it holds one."""
+    if not bool(xp.all(xp.isfinite(block))):
+        from ._finite import check_finite_block
+
+        check_finite_block(to_numpy(block), rows, name=name, **naming)

@@ -1,0 +1,101 @@
+"""The array API namespace helpers: which path a call takes, the widest float of a
+device, moving arrays, and the top-k adapter against a NumPy reference."""
+
+import sys
+
+import numpy as np
+import pytest
+import sklearn
+
+from skqbnorm._core._array_api import (
+    check_finite,
+    max_float,
+    namespace,
+    namespace_name,
+    to_numpy,
+    top_k,
+)
+
+from array_api_cases import NAMESPACES, host, namespace_and_device, put
+
+
+def reference_top_k(values, k, axis=-1):
+    """Largest k along ``axis``, ties to the lowest index: a stable sort of the negation."""
+    order = np.argsort(-values, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(values, indices, axis=axis), indices
+
+
+def test_numpy_path_without_dispatch_or_with_numpy_inputs():
+    strict = pytest.importorskip("array_api_strict")
+    device_array = strict.asarray([1.0, 2.0])
+    assert namespace(device_array) == (np, False)  # dispatch off: today's path
+    with sklearn.config_context(array_api_dispatch=True):
+        assert namespace(np.ones(3), None, [1, 2]) == (np, False)
+        xp, is_array_api = namespace(None, device_array)
+    assert is_array_api and namespace_name(xp) == "array_api_strict"
+
+
+def test_mixed_namespaces_are_refused():
+    strict = pytest.importorskip("array_api_strict")
+    torch = pytest.importorskip("torch")
+    with sklearn.config_context(array_api_dispatch=True), pytest.raises(
+            ValueError, match="same namespace"):
+        namespace(strict.asarray([1.0]), torch.asarray([1.0]))
+
+
+def test_missing_array_api_compat_says_how_to_install(monkeypatch):
+    strict = pytest.importorskip("array_api_strict")
+    monkeypatch.setitem(sys.modules, "array_api_compat", None)
+    with sklearn.config_context(array_api_dispatch=True), pytest.raises(
+            ImportError, match="pip install array-api-compat"):
+        namespace(strict.asarray([1.0]))
+    assert namespace(strict.asarray([1.0])) == (np, False)  # without dispatch: never imported
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+def test_max_float_and_round_trip(case):
+    xp, device = namespace_and_device(case)
+    values = np.arange(6.0).reshape(2, 3)
+    array = put(xp, device, values)
+    with sklearn.config_context(array_api_dispatch=True):
+        compat_xp, _ = namespace(array)
+    assert max_float(compat_xp, device) == compat_xp.float64  # all of the cases have float64
+    np.testing.assert_array_equal(to_numpy(array), values)
+    assert to_numpy(values) is values
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+@pytest.mark.parametrize("axis", [0, 1])
+def test_top_k_matches_a_stable_sort(case, axis):
+    xp, device = namespace_and_device(case)
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(7, 9))
+    with sklearn.config_context(array_api_dispatch=True):
+        compat_xp, _ = namespace(put(xp, device, values))
+    for k in (1, 3, values.shape[axis]):
+        best, where = top_k(compat_xp, put(xp, device, values), k, axis=axis)
+        expected_best, expected_where = reference_top_k(values, k, axis=axis)
+        np.testing.assert_array_equal(host(best), expected_best)
+        np.testing.assert_array_equal(host(where), expected_where)
+
+
+def test_top_k_fallback_breaks_ties_to_the_lowest_index():
+    strict = pytest.importorskip("array_api_strict")
+    values = np.array([[0.5, 0.9, 0.5, 0.9, 0.1], [1.0, 1.0, 1.0, 1.0, 1.0]])
+    with sklearn.config_context(array_api_dispatch=True):
+        xp, _ = namespace(strict.asarray(values))
+    best, where = top_k(xp, strict.asarray(values), 3)
+    np.testing.assert_array_equal(host(where), [[1, 3, 0], [0, 1, 2]])
+    np.testing.assert_array_equal(host(best), [[0.9, 0.9, 0.5], [1.0, 1.0, 1.0]])
+
+
+def test_check_finite_names_the_first_bad_entry():
+    strict = pytest.importorskip("array_api_strict")
+    block = np.ones((3, 4))
+    block[2, 1] = np.nan
+    with sklearn.config_context(array_api_dispatch=True):
+        xp, _ = namespace(strict.asarray(block))
+    check_finite(xp, strict.asarray(np.ones((3, 4))), slice(0, 3), "X")
+    with pytest.raises(ValueError, match="X row 12 to gallery item 1 is nan"):
+        check_finite(xp, strict.asarray(block), slice(10, 13), "X")
