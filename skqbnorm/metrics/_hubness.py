@@ -5,7 +5,9 @@ from scipy.stats import skew
 from sklearn.utils import gen_batches
 
 from .._core import rows_per_chunk, top_k_mask
+from .._core._array_api import namespace, to_numpy
 from .._validation import check_int, check_sims, check_vector
+from . import _array_api
 
 
 def k_occurrence(sims, k=10):
@@ -23,6 +25,8 @@ def k_occurrence(sims, k=10):
     -------
     counts : ndarray of shape (n_gallery,)
         The k-occurrence ``N_k`` of every gallery item; they sum to ``n_queries * k``.
+        Under scikit-learn's ``array_api_dispatch``, scores of another namespace
+        (torch, CuPy) are counted on their device, into int64 counts of that namespace.
 
     Examples
     --------
@@ -30,6 +34,12 @@ def k_occurrence(sims, k=10):
     >>> k_occurrence([[0.9, 0.5, 0.1], [0.8, 0.1, 0.7]], k=1)
     array([2, 0, 0])
     """
+    xp, on_device = namespace(sims)
+    if on_device:
+        sims = _array_api.device_sims(xp, sims)
+        shape = tuple(sims.shape)
+        k = check_int(k, "k", low=1, high=shape[1], where=f" for sims of shape {shape}")
+        return _array_api.k_occurrence(xp, sims, k)
     sims = check_sims(sims)
     n_gallery = sims.shape[1]
     k = check_int(k, "k", low=1, high=n_gallery, where=f" for sims of shape {sims.shape}")
@@ -54,6 +64,9 @@ def hubness(sims, k=10):
     -------
     measures : dict
         The measures of :func:`hubness_from_counts` over ``k_occurrence(sims, k)``.
+        Under scikit-learn's ``array_api_dispatch``, the k-occurrence of scores of
+        another namespace is counted on their device, and its measures taken on the
+        host (one count per gallery item).
 
     Examples
     --------
@@ -63,8 +76,8 @@ def hubness(sims, k=10):
     >>> round(hubness(sims, k=1)["antihub_occurrence"], 3)
     0.667
     """
-    counts = k_occurrence(sims, k)
-    return hubness_from_counts(counts, k)
+    counts = k_occurrence(sims, k)  # on the scores' device under array API dispatch
+    return hubness_from_counts(to_numpy(counts), k)
 
 
 def hubness_from_counts(counts, k):

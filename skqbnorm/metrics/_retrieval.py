@@ -4,7 +4,9 @@ import numpy as np
 from sklearn.utils import gen_batches
 
 from .._core import rows_per_chunk
+from .._core._array_api import namespace
 from .._validation import check_int, check_option, check_relevance, check_sims, check_vector
+from . import _array_api
 
 RECALL_KS = (1, 5, 10, 50)
 
@@ -72,6 +74,9 @@ def correct_item_ranks(sims, gt, *, ties="official"):
     -------
     ranks : ndarray of shape (n_queries,)
         Float ranks (x.5 where an averaged tie spans an even number of positions).
+        Under scikit-learn's ``array_api_dispatch``, scores of another namespace
+        (torch, CuPy) are ranked on their device, into float64 ranks of that
+        namespace (float32 where the device has no float64).
 
     Examples
     --------
@@ -85,6 +90,9 @@ def correct_item_ranks(sims, gt, *, ties="official"):
     array([1., 0.])
     """
     check_option(ties, "ties", TIES)
+    xp, on_device = namespace(sims)
+    if on_device:
+        return _array_api.correct_item_ranks(xp, sims, gt, ties, _check_gt)
     sims = check_sims(sims)
     best, relevant = _best_correct_score(sims, gt)
     ranks = np.empty(len(sims))
@@ -108,24 +116,32 @@ def correct_item_ranks(sims, gt, *, ties="official"):
 
 def _best_correct_score(sims, gt):
     """Every row's best correct score, and the relevance matrix (None for indices)."""
-    n_queries, n_gallery = sims.shape
+    indices, relevant = _check_gt(gt, sims.shape)
+    if relevant is not None:
+        return np.where(relevant, sims, -np.inf).max(axis=1), relevant
+    return sims[np.arange(len(sims)), indices], None
+
+
+def _check_gt(gt, shape):
+    """``(indices, None)`` for one correct gallery index per query, ``(None, relevance)``
+    for a relevance matrix, checked against the scores' ``shape``."""
+    n_queries, n_gallery = shape
     gt = np.asarray(gt)
     if gt.ndim == 2:
-        relevant = check_relevance(gt, sims.shape)
-        return np.where(relevant, sims, -np.inf).max(axis=1), relevant
+        return None, check_relevance(gt, shape)
     if gt.ndim != 1 or len(gt) != n_queries:
         raise ValueError(
             f"gt must hold one gallery index per query (shape ({n_queries},)) or a "
-            f"relevance matrix of shape {sims.shape}; got shape {gt.shape}."
+            f"relevance matrix of shape {shape}; got shape {gt.shape}."
         )
     if not np.issubdtype(gt.dtype, np.integer):
         raise ValueError(f"gt must hold integer gallery indices; got dtype {gt.dtype}.")
     if gt.min() < 0 or gt.max() >= n_gallery:
         raise ValueError(
             f"gt must hold gallery indices in [0, {n_gallery}) for sims of shape "
-            f"{sims.shape}; got values in [{gt.min()}, {gt.max()}]."
+            f"{shape}; got values in [{gt.min()}, {gt.max()}]."
         )
-    return sims[np.arange(n_queries), gt], None
+    return gt, None
 
 
 def recall_at_k(ranks, k, *, ties="official"):
@@ -145,7 +161,8 @@ def recall_at_k(ranks, k, *, ties="official"):
     Returns
     -------
     recall : float
-        In [0, 100].
+        In [0, 100]. Under scikit-learn's ``array_api_dispatch``, ranks of another
+        namespace are counted on their device.
 
     Examples
     --------
@@ -157,6 +174,9 @@ def recall_at_k(ranks, k, *, ties="official"):
     """
     check_option(ties, "ties", TIES)
     k = check_int(k, "k", low=1)
+    xp, on_device = namespace(ranks)
+    if on_device:
+        return _array_api.recall(xp, _array_api.device_ranks(xp, ranks), k, ties)
     ranks = check_vector(ranks, "ranks")
     if ranks.min() < 0:
         raise ValueError(f"ranks must be non-negative; ranks[{ranks.argmin()}] is {ranks.min()}.")
@@ -188,7 +208,9 @@ def retrieval_metrics(sims, gt, *, ties="official"):
         ``"R@1"``, ``"R@5"``, ``"R@10"``, ``"R@50"`` (percentages), ``"MdR"``
         and ``"MnR"`` (1-based median and mean rank), and ``"geometric_mean"``
         of R@1, R@5 and R@10. Unlike the official code, values are not rounded
-        to one decimal.
+        to one decimal. Python floats, also under scikit-learn's
+        ``array_api_dispatch``, where scores of another namespace (torch, CuPy)
+        are ranked and summarised on their device.
 
     Examples
     --------
@@ -206,7 +228,11 @@ def retrieval_metrics(sims, gt, *, ties="official"):
     >>> retrieval_metrics(sims, gt, ties="optimistic")["R@1"]
     100.0
     """
-    return metrics_of_ranks(correct_item_ranks(sims, gt, ties=ties), ties)
+    ranks = correct_item_ranks(sims, gt, ties=ties)
+    xp, on_device = namespace(ranks)
+    if on_device:
+        return _array_api.metrics_of_ranks(xp, ranks, ties, RECALL_KS)
+    return metrics_of_ranks(ranks, ties)
 
 
 def metrics_of_ranks(ranks, ties="official"):
