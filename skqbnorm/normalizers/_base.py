@@ -18,6 +18,7 @@ from .._validation import (
     naming,
     prepared_gallery,
 )
+from . import _array_api_path as array_api_path
 from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBank, check_gallery_bank_use, reader
 from ._partial_fit import BankStream, MergeableOnly, ReducedBank
@@ -151,7 +152,11 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         X : array-like of shape (n_bank, n_gallery) or (n_bank, n_dims)
             The querybank: its precomputed similarities to the gallery (rows are
             bank queries, columns gallery items; an ``np.memmap`` is read block by
-            block), or, when ``gallery`` is given, the bank's embeddings.
+            block), or, when ``gallery`` is given, the bank's embeddings. Under
+            scikit-learn's ``array_api_dispatch``, torch, CuPy or array-api-strict
+            arrays are read on their device, where the fitted statistics then stay
+            (the normalisers whose ``capabilities.array_api`` is True; the others
+            refuse them).
         y : None or array-like of shape (n_bank,)
             Ignored; present for ``Pipeline`` and ``GridSearchCV``.
         gallery : array-like of shape (n_gallery, n_dims), default=None
@@ -171,6 +176,8 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         self : object
             The fitted normaliser.
         """
+        if array_api_path.device_inputs(X, gallery):  # array API inputs under dispatch: on their device
+            return array_api_path.fit(self, X, y, gallery, gallery_bank)
         self._check_target(y)
         check_gallery_bank_use(self, gallery_bank)
         self.__dict__.pop("_partial_streams", None)  # fit starts afresh
@@ -244,6 +251,7 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         >>> bool(np.array_equal(live.bank_soft_max_, InvertedSoftmax().fit(bank).bank_soft_max_))
         True
         """
+        array_api_path.refuse_partial_fit(self, X, gallery, gallery_bank)
         self._check_target(y)
         check_gallery_bank_use(self, gallery_bank)
         streams = getattr(self, "_partial_streams", None)
@@ -471,4 +479,5 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        tags.array_api_support = self.capabilities.array_api
         return tags

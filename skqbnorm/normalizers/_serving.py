@@ -22,6 +22,7 @@ from .._core import (
 )
 from .._dask import is_dask_array, transform_dask
 from .._validation import check_embeddings, float_dtype, naming, warn_caller
+from . import _array_api_path as array_api_path
 from ._index_serving import IndexServing
 
 #: Elements (float64) of the blocks that candidate similarities are computed in: 16 MiB.
@@ -62,8 +63,13 @@ class ServingMixin:
         scores : ndarray of shape (n_queries, n_gallery)
             Normalised scores, higher is better, in the dtype of ``X`` (float32
             stays float32). Only each row's ranking is meaningful across methods.
+            Under scikit-learn's ``array_api_dispatch``, an array of the namespace
+            and device of ``X`` (the normalisers whose ``capabilities.array_api``
+            is True).
         """
         check_is_fitted(self)
+        if array_api_path.on_device(self, X):  # array API inputs under dispatch: on their device
+            return array_api_path.transform(self, X)
         if is_dask_array(X):
             if X.ndim != 2 or X.shape[1] != self.n_features_in_:
                 raise ValueError(
@@ -192,9 +198,12 @@ class ServingMixin:
         Returns
         -------
         sims : ndarray of shape (n_queries, n_gallery)
-            Ready for :meth:`transform`.
+            Ready for :meth:`transform`; under scikit-learn's ``array_api_dispatch``,
+            an array of the namespace and device of ``queries``.
         """
         check_is_fitted(self)
+        if array_api_path.on_device(self, queries):
+            return array_api_path.similarities(self, queries)
         queries = self._prepare_queries(queries)
         gallery, gallery_norm = self._gallery_in(queries.dtype)
         # multiplied as top_k multiplies them, so that both read the same values

@@ -29,6 +29,7 @@ from .._core import (
     searches_in_parts,
 )
 from .._validation import float_dtype, float_dtypes, naming
+from . import _array_api_path as array_api_path
 
 #: Fewest whole query rows per block for which :meth:`TopKMixin.top_k` reads
 #: whole rows within ``PRODUCT_MEMORY``; beyond that gallery size it streams the gallery.
@@ -94,6 +95,9 @@ class TopKMixin:
             Gallery indices, best first. Alone when ``return_scores=False``.
         scores : ndarray of shape (n_queries, k)
             Their normalised scores, in the input's float dtype (the first chunk's).
+            Under scikit-learn's ``array_api_dispatch``, both are arrays of the
+            namespace and device of ``X`` or ``queries`` (the normalisers whose
+            ``capabilities.array_api`` is True; ``chunks`` stay on the host).
         """
         check_is_fitted(self)
         n_gallery = self.n_features_in_
@@ -114,6 +118,8 @@ class TopKMixin:
         return found if return_scores else found[0]
 
     def _top_k(self, X, queries, chunks, k, return_scores):
+        if array_api_path.on_device(self, X, queries):  # array API inputs under dispatch
+            return array_api_path.top_k(self, X, queries, chunks, k, return_scores)
         n_gallery = self.n_features_in_
         if chunks is not None:
             return self._running_top_k(self._given_column_blocks(chunks), k, first_row=0)

@@ -1,0 +1,409 @@
+"""The array API path of the bias-form normalisers: fit, transform, similarities, top_k
+on the namespace and device of their inputs.
+
+With scikit-learn's ``array_api_dispatch=True`` and inputs of another namespace than
+NumPy (torch, CuPy, array-api-strict), the normalisers whose ``capabilities.array_api``
+is True compute here instead of on the NumPy path: the bank is read in blocks of
+rows bounded by ``working_memory`` (never the whole bank-by-gallery matrix), the
+column statistics are combined block by block (a log-sum-exp with a running
+maximum, a running top k), in float64 where the device has it and in float32 where
+it has not, and the fitted statistics stay on the input's device. A normaliser
+fitted here serves only inputs of the same namespace and device.
+"""
+
+import warnings
+
+import numpy as np
+from sklearn.utils import gen_batches
+from sklearn.utils.validation import check_is_fitted
+
+from .._core import rows_per_chunk
+from .._core._array_api import (
+    check_finite,
+    check_matrix,
+    compat,
+    device,
+    dispatch_enabled,
+    max_float,
+    namespace,
+    namespace_name,
+)
+from .._core._array_api import top_k as select_top_k
+from ._gallery_bank import check_gallery_bank_use
+
+#: Blocks of similarities (and their temporaries) that ``working_memory`` holds at once.
+N_BUFFERS = 4
+
+
+# -- which path ------------------------------------------------------------------------
+
+
+def fitted_namespace(estimator):
+    """The namespace of a normaliser's fitted statistics when they live on a device
+    (fitted on the array API path), else None."""
+    reference = _reference(estimator)
+    return None if reference is None else compat().array_namespace(reference)
+
+
+def _is_device_array(value):
+    """An array of a namespace other than NumPy's, told without importing anything."""
+    if value is None or isinstance(value, np.ndarray):
+        return False
+    module = type(value).__module__.split(".")[0]
+    if module in ("numpy", "dask", "builtins"):
+        return False
+    return module in DEVICE_MODULES or hasattr(type(value), "__array_namespace__")
+
+
+#: The array libraries whose arrays live on a device (or stand in for one).
+DEVICE_MODULES = ("torch", "cupy", "jax", "jaxlib", "array_api_strict", "dpnp")
+
+
+def _reference(estimator):
+    """A fitted statistic on the device, or None when the normaliser lives on the host."""
+    if "n_features_in_" not in estimator.__dict__:
+        return None
+    return next((value for value in estimator.__dict__.values() if _is_device_array(value)), None)
+
+
+def device_inputs(*arrays):
+    """Whether dispatch is on and an input is an array of another namespace than NumPy."""
+    return namespace(*arrays)[1]
+
+
+def on_device(estimator, *arrays):
+    """Whether a call takes the array API path: dispatch is on with an input of another
+    namespace, or the normaliser was fitted on one (then the inputs must match it)."""
+    return namespace(*arrays)[1] or _reference(estimator) is not None
+
+
+def refuse_partial_fit(estimator, *arrays):
+    """partial_fit keeps the NumPy path: a ValueError for inputs of another namespace."""
+    if namespace(*arrays)[1]:
+        raise ValueError(
+            f"{type(estimator).__name__}.partial_fit takes NumPy, memmap or dask arrays; "
+            "under array_api_dispatch, fit the whole querybank on its device with fit, or "
+            "move the rows to the host."
+        )
+
+
+def _check_supported(estimator):
+    if not type(estimator).capabilities.array_api:
+        raise ValueError(
+            f"{type(estimator).__name__} does not run on array API inputs (its "
+            "capabilities declare array_api=False): pass NumPy arrays (for a torch "
+            "tensor, tensor.cpu().numpy()), or use one of the normalisers that do "
+            "(InvertedSoftmax, DynamicInvertedSoftmax, CSLS, NearestNeighborNormalization)."
+        )
+
+
+def _same_namespace(estimator, method, *arrays):
+    """The namespace and device of the call, which must be those of the fitted statistics."""
+    check_is_fitted(estimator)
+    fitted = fitted_namespace(estimator)
+    xp, given = namespace(*arrays)
+    name = f"{type(estimator).__name__}.{method}()"
+    if (fitted is None or not given or not dispatch_enabled()
+            or namespace_name(fitted) != namespace_name(xp)):
+        fitted_name = "numpy" if fitted is None else namespace_name(fitted)
+        given_name = namespace_name(xp) if given else "numpy (or array_api_dispatch off)"
+        raise ValueError(
+            f"{name}: the inputs must use the same namespace and device as the fitted "
+            f"statistics (fitted on {fitted_name}, given {given_name}). Fit and call it "
+            "with arrays of one namespace, under sklearn.config_context(array_api_dispatch=True) "
+            "for arrays other than NumPy."
+        )
+    where = device(_reference(estimator))
+    for array in arrays:
+        if array is not None and device(array) != where:
+            raise ValueError(
+                f"{name}: the inputs must use the same namespace and device as the fitted "
+                f"statistics (on {where}); got an array on {device(array)}."
+            )
+    return xp, where
+
+
+# -- fit -------------------------------------------------------------------------------
+
+
+def fit(estimator, X, y, gallery, gallery_bank):
+    """Fit ``estimator`` on the device of ``X`` (and ``gallery``): its statistics stay there."""
+    _check_supported(estimator)
+    if y is not None and (y.ndim if hasattr(y, "ndim") else np.ndim(y)) > 1:
+        estimator._check_target(np.empty(tuple(y.shape)))  # the NumPy path's error
+    check_gallery_bank_use(estimator, gallery_bank)
+    xp, _ = namespace(X, gallery)
+    estimator.__dict__.pop("_partial_streams", None)
+    estimator.__dict__.pop("_gallery_norm", None)
+    bank = check_matrix(xp, X, "X (the querybank)")
+    where = device(bank)
+    if gallery is None:
+        estimator.gallery_embeddings_ = None
+        blocks = _similarity_blocks(bank, None, estimator)
+        n_gallery = bank.shape[1]
+    else:
+        gallery = xp.asarray(gallery, device=where)  # a NumPy gallery follows the bank
+        gallery = _prepared(xp, check_matrix(xp, gallery, "gallery"), estimator.metric)
+        if gallery.shape[1] != bank.shape[1]:
+            raise ValueError(
+                f"The querybank embeddings (shape {tuple(bank.shape)}) and gallery "
+                f"(shape {tuple(gallery.shape)}) must have the same number of dimensions."
+            )
+        dtype = xp.result_type(bank.dtype, gallery.dtype)
+        gallery = xp.astype(gallery, dtype)
+        bank = xp.astype(bank, dtype)
+        estimator.gallery_embeddings_ = gallery
+        blocks = _similarity_blocks(bank, gallery, estimator)
+        n_gallery = gallery.shape[0]
+    n_bank = bank.shape[0]
+    estimator._set_n_gallery(n_gallery)
+    estimator._check_sizes(n_bank, n_gallery)
+    statistics = _statistics(estimator, xp, n_gallery, max_float(xp, where), where)
+    for rows, block in blocks:
+        check_finite(xp, block, rows, "querybank")
+        for statistic in statistics:
+            statistic.update(block)
+    _learn(estimator, xp, statistics)
+    estimator.n_bank_ = n_bank
+    return estimator
+
+
+def _similarity_blocks(bank, gallery, estimator):
+    """``(rows, similarities)`` of blocks of bank rows, within ``working_memory``."""
+    xp = compat().array_namespace(bank)
+    n_gallery = bank.shape[1] if gallery is None else gallery.shape[0]
+    itemsize = 8 if max_float(xp, device(bank)) == xp.float64 else 4
+    step = rows_per_chunk(n_gallery, itemsize, estimator.working_memory, N_BUFFERS)
+    for rows in gen_batches(bank.shape[0], step):
+        if gallery is None:
+            yield rows, bank[rows, :]
+        else:
+            yield rows, _prepared(xp, bank[rows, :], estimator.metric) @ gallery.T
+
+
+def _prepared(xp, embeddings, metric):
+    """Unit rows under ``metric="cosine"`` (zero rows stay zero), as on the NumPy path."""
+    if metric != "cosine":
+        return embeddings
+    norms = xp.linalg.vector_norm(embeddings, axis=1, keepdims=True)
+    return embeddings / xp.where(norms > 0, norms, xp.ones_like(norms))
+
+
+class LogSumExp:
+    """Per column, ``logsumexp_i(beta * s_i) / beta``, with a running maximum."""
+
+    def __init__(self, xp, n_gallery, dtype, beta, where):
+        self.xp, self.dtype, self.beta = xp, dtype, beta
+        self.largest = xp.full(n_gallery, -xp.inf, dtype=dtype, device=where)
+        self.total = xp.zeros(n_gallery, dtype=dtype, device=where)
+
+    def update(self, block):
+        xp = self.xp
+        block = xp.astype(block, self.dtype)
+        largest = xp.maximum(self.largest, xp.max(block, axis=0))
+        self.total = (self.total * xp.exp(self.beta * (self.largest - largest))
+                      + xp.sum(xp.exp(self.beta * (block - largest)), axis=0))
+        self.largest = largest
+
+    def result(self):
+        return self.largest + self.xp.log(self.total) / self.beta
+
+
+class ColumnTopKMean:
+    """Per column, the mean of its ``k`` largest entries, by a running top k."""
+
+    def __init__(self, xp, dtype, k):
+        self.xp, self.dtype, self.k, self.best = xp, dtype, k, None
+
+    def update(self, block):
+        xp = self.xp
+        block = xp.astype(block, self.dtype)
+        values = block if self.best is None else xp.concat([self.best, block], axis=0)
+        self.best = select_top_k(xp, values, min(self.k, values.shape[0]), axis=0)[0]
+
+    def result(self):
+        return self.xp.mean(self.best, axis=0)
+
+
+class RowTopKUnion:
+    """The gallery items some bank row has among its top ``k`` (ties: see ``top_k``)."""
+
+    def __init__(self, xp, n_gallery, k, where):
+        self.xp, self.k = xp, k
+        self.items = xp.arange(n_gallery, device=where)
+        self.mask = xp.zeros(n_gallery, dtype=xp.bool, device=where)
+
+    def update(self, block):
+        xp = self.xp
+        _, best = select_top_k(xp, block, self.k)
+        for rank in range(self.k):  # no scatter in the standard: one rank at a time
+            self.mask = self.mask | xp.any(best[:, rank:rank + 1] == self.items, axis=0)
+
+
+def _statistics(estimator, xp, n_gallery, dtype, where):
+    """The running column statistics that ``estimator``'s fit needs."""
+    from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
+
+    if isinstance(estimator, InvertedSoftmax):
+        found = [LogSumExp(xp, n_gallery, dtype, float(estimator.beta), where)]
+        if isinstance(estimator, DynamicInvertedSoftmax):
+            found.append(RowTopKUnion(xp, n_gallery, int(estimator.k), where))
+        return found
+    return [ColumnTopKMean(xp, dtype, int(estimator.k))]
+
+
+def _learn(estimator, xp, statistics):
+    """The fitted statistics of the bias-form normalisers, on the device."""
+    from ._nnn import NearestNeighborNormalization
+
+    first = statistics[0]
+    if isinstance(first, LogSumExp):
+        soft_max = first.result()
+        if not bool(xp.all(xp.isfinite(soft_max))):
+            raise ValueError(
+                f"beta={estimator.beta!r} is too small for these similarities: the bank's "
+                f"soft maxima, max + log(n_bank) / beta, overflow {soft_max.dtype}. Use a "
+                "larger beta or smaller similarities."
+            )
+        mean = float(xp.mean(soft_max))
+        if bool(xp.all(soft_max == soft_max[0])):
+            mean = float(soft_max[0])  # equal soft maxima have no excess at all
+        estimator.bank_soft_max_ = soft_max
+        estimator.mean_soft_max_ = mean
+        estimator._excess = soft_max - mean
+        if len(statistics) > 1:
+            estimator.activated_ = statistics[1].mask
+        return
+    estimator.bank_neighborhood_ = first.result()
+    if isinstance(estimator, NearestNeighborNormalization):
+        estimator._bias = estimator.alpha * estimator.bank_neighborhood_
+
+
+# -- serving ---------------------------------------------------------------------------
+
+
+def transform(estimator, X):
+    """Normalised scores of the query similarities ``X``, on their device, in their dtype."""
+    xp, _ = _same_namespace(estimator, "transform", X)
+    sims = _query_sims(estimator, xp, X)
+    step = rows_per_chunk(sims.shape[1], 8, estimator.working_memory, N_BUFFERS)
+    blocks = [score_block(estimator, xp, sims[rows, :], rows)
+              for rows in gen_batches(sims.shape[0], step)]
+    return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
+
+
+def similarities(estimator, queries):
+    """Similarities of query embeddings to the fitted gallery, on their device."""
+    xp, _ = _same_namespace(estimator, "similarities", queries)
+    return _prepared(xp, _query_embeddings(estimator, xp, queries), estimator.metric) @ (
+        estimator.gallery_embeddings_.T)
+
+
+def top_k(estimator, X, queries, chunks, k, return_scores):
+    """``(indices, scores)`` of each query's ``k`` best gallery items, on the device:
+    blocks of query rows within ``working_memory``, each scored and cut to its top k."""
+    if chunks is not None:
+        raise ValueError(
+            f"{type(estimator).__name__}.top_k(chunks=...) reads NumPy chunks on the host; "
+            "on the array API path pass X (query similarities) or queries (embeddings)."
+        )
+    xp, _ = _same_namespace(estimator, "top_k", X if queries is None else queries)
+    if X is not None:
+        sims = _query_sims(estimator, xp, X)
+
+        def read(rows):
+            return sims[rows, :]
+
+        n_queries = sims.shape[0]
+    else:
+        prepared = _prepared(xp, _query_embeddings(estimator, xp, queries), estimator.metric)
+        gallery_t = xp.astype(estimator.gallery_embeddings_, prepared.dtype).T
+
+        def read(rows):
+            return prepared[rows, :] @ gallery_t
+
+        n_queries = prepared.shape[0]
+    step = rows_per_chunk(estimator.n_features_in_, 8, estimator.working_memory, N_BUFFERS)
+    indices, scores = [], []
+    for rows in gen_batches(n_queries, step):
+        best, found = select_top_k(xp, score_block(estimator, xp, read(rows), rows), k)
+        indices.append(found)
+        scores.append(best)
+    return xp.concat(indices, axis=0), xp.concat(scores, axis=0)
+
+
+def _query_sims(estimator, xp, X):
+    sims = check_matrix(xp, X, "X")
+    if sims.shape[1] != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {sims.shape[1]} features, but {type(estimator).__name__} is expecting "
+            f"{estimator.n_features_in_} features as input: the query similarities "
+            f"(shape {tuple(sims.shape)}) need one column per fitted gallery item."
+        )
+    return sims
+
+
+def _query_embeddings(estimator, xp, queries):
+    gallery = estimator.gallery_embeddings_
+    if gallery is None:
+        raise ValueError(
+            f"{type(estimator).__name__} was fitted on precomputed similarities, so it "
+            "holds no gallery embeddings; fit it with gallery=... to use query embeddings."
+        )
+    queries = check_matrix(xp, queries, "queries")
+    if queries.shape[1] != gallery.shape[1]:
+        raise ValueError(
+            f"queries have shape {tuple(queries.shape)} but the fitted gallery embeddings "
+            f"have {gallery.shape[1]} dimensions."
+        )
+    return xp.astype(queries, xp.result_type(queries.dtype, gallery.dtype))
+
+
+def score_block(estimator, xp, sims, rows):
+    """The normalised scores of a block of whole query rows, in its dtype."""
+    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed namespaces: checked below
+        scores = _scores(estimator, xp, sims)
+    if not bool(xp.all(xp.isfinite(scores))):
+        check_finite(xp, sims, rows, "X")  # a NaN or an infinity of X is named
+        if getattr(estimator, "output", "log") == "probability":
+            largest = xp.finfo(scores.dtype).max
+            warnings.warn(
+                f"output='probability' overflows {scores.dtype} for some scores of X (their "
+                f"similarities far above the bank's): those probabilities are clipped to "
+                f"{largest:.6g}, so they tie. Use output='log' (the same ranking, without "
+                "overflow) to rank.",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+            return xp.where(xp.isfinite(scores), scores, xp.full_like(scores, largest))
+        raise ValueError(
+            f"{type(estimator).__name__}'s scores of the finite similarities X overflow "
+            f"{scores.dtype} in rows {rows.start} to {rows.stop - 1}: too wide a range for "
+            "these scores. Rescale the similarities (and the querybank) to a smaller magnitude."
+        )
+    return scores
+
+
+def _scores(estimator, xp, sims):
+    """The scores of whole rows: ``s - bias`` (IS, NNN), CSLS's ``2 s - r_G - r_B``,
+    the DIS's gate, IS's probabilities."""
+    from ._csls import CSLS
+    from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
+
+    dtype = sims.dtype
+    if isinstance(estimator, CSLS):
+        best = select_top_k(xp, sims, int(estimator.k))[0]
+        own = xp.astype(xp.mean(xp.astype(best, estimator.bank_neighborhood_.dtype), axis=1), dtype)
+        return (sims - xp.astype(estimator.bank_neighborhood_, dtype)) + (sims - own[:, None])
+    if not isinstance(estimator, InvertedSoftmax):
+        return sims - xp.astype(estimator._bias, dtype)
+    if estimator.output == "probability":  # in float64 where the device has it
+        wide = estimator.bank_soft_max_.dtype
+        scores = xp.astype(xp.exp(estimator.beta * (xp.astype(sims, wide) - estimator.bank_soft_max_)),
+                           dtype)
+    else:
+        scores = sims - xp.astype(estimator._excess, dtype)
+    if isinstance(estimator, DynamicInvertedSoftmax):
+        gate_open = xp.take(estimator.activated_, xp.argmax(sims, axis=1))
+        scores = xp.where(gate_open[:, None], scores, sims)
+    return scores
