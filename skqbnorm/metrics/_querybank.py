@@ -2,6 +2,7 @@
 
 import math
 from dataclasses import asdict, dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import ks_2samp, wasserstein_distance
@@ -352,7 +353,7 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
     bank, queries = _checked_pair(bank, queries, gallery)
     gallery_t = None if gallery is None else prepared_gallery(
         gallery, bank.shape, float_dtype(bank, "bank"), metric, "bank").T
-    n_bank, n_gallery = len(bank), bank.shape[1] if gallery is None else gallery_t.shape[1]
+    n_gallery = bank.shape[1] if gallery is None else gallery_t.shape[1]
     check_int(k, "k", 1, n_gallery, where=f" (at most the {n_gallery} gallery items)")
     bank_dtype = float_dtype(bank, "bank") if gallery is None else gallery_t.dtype
     activated = _activated(ProbeMatrix(bank, gallery_t, metric, bank_dtype, "bank"), k,
@@ -366,28 +367,59 @@ def querybank_diagnostics(bank, queries, *, gallery=None, gallery_bank=None, k=1
         ProbeMatrix(bank, gallery_t, metric, dtype, "bank"), working_memory, bank_depths)
     query_top1, query_item, query_deep = streamed_row_top1(
         ProbeMatrix(queries, gallery_t, metric, dtype, "queries"), working_memory, (depth,))
-    figures = {
-        "n_bank": n_bank, "n_queries": len(queries), "n_gallery": n_gallery, "k": k,
-        "gallery_coverage": float(activated.mean()),
-        "activation_diversity": float(activated.sum() / min(k * n_bank, n_gallery)),
-        "dis_share": float(activated[query_item].mean()),
-        **_gallery_bank_figures(activated, gallery_bank_activated, query_item),
-        "bank_top1_median": _scale_free(np.median, bank_top1),
-        "query_top1_median": _scale_free(np.median, query_top1),
-        **_ks_figures(bank_top1, query_top1, "top1"),
-        "top1_wasserstein": _scale_free(wasserstein_distance, bank_top1, query_top1,
-                                        name="the Wasserstein distance of their top-1 similarities"),
-        "depth": depth,
-        **_depth_figures(bank_deep, query_deep[:, 0], bank_depths),
-        **_neighbor_figures(bank, queries, gallery, metric, dtype, working_memory),
-        "max_ks": max_ks, "max_outlier_share": max_outlier_share,
-    }
-    report = QueryBankDiagnostics(**figures, warnings=())
-    report = replace(report, warnings=tuple(_warnings(report)))
+    report = report_from_rows(
+        RowFigures(bank_top1, bank_deep, bank_depths, query_top1, query_item, query_deep),
+        activated, n_gallery=n_gallery, k=k, depth=depth,
+        gallery_bank=_gallery_bank_figures(activated, gallery_bank_activated, query_item),
+        neighbors=_neighbor_figures(bank, queries, gallery, metric, dtype, working_memory),
+        max_ks=max_ks, max_outlier_share=max_outlier_share)
     if warn:
         for message in report.warnings:
             warn_caller(message, QueryBankWarning)
     return report
+
+
+class RowFigures(NamedTuple):
+    """What the diagnostics read of each bank row and each query, row by row.
+
+    ``bank_top1`` and ``query_top1`` are the rows' top-1 similarities, ``query_item``
+    each query's top-1 item, and ``bank_deep`` / ``query_deep`` the similarities at
+    ``bank_depths`` / at ``depth`` (one column per depth). Each row's figures depend on
+    that row alone, so those of a growing bank are a concatenation.
+    """
+
+    bank_top1: np.ndarray
+    bank_deep: np.ndarray
+    bank_depths: tuple
+    query_top1: np.ndarray
+    query_item: np.ndarray
+    query_deep: np.ndarray
+
+
+def report_from_rows(rows, activated, *, n_gallery, k, depth, gallery_bank, neighbors, max_ks,
+                     max_outlier_share):
+    """The :class:`QueryBankDiagnostics` of a bank from its :class:`RowFigures`, its
+    activation set and the figures that read more than rows (the gallery bank's, the
+    nearest-neighbour test's), with its warnings."""
+    n_bank = len(rows.bank_top1)
+    figures = {
+        "n_bank": n_bank, "n_queries": len(rows.query_top1), "n_gallery": n_gallery, "k": k,
+        "gallery_coverage": float(activated.mean()),
+        "activation_diversity": float(activated.sum() / min(k * n_bank, n_gallery)),
+        "dis_share": float(activated[rows.query_item].mean()),
+        **gallery_bank,
+        "bank_top1_median": _scale_free(np.median, rows.bank_top1),
+        "query_top1_median": _scale_free(np.median, rows.query_top1),
+        **_ks_figures(rows.bank_top1, rows.query_top1, "top1"),
+        "top1_wasserstein": _scale_free(wasserstein_distance, rows.bank_top1, rows.query_top1,
+                                        name="the Wasserstein distance of their top-1 similarities"),
+        "depth": depth,
+        **_depth_figures(rows.bank_deep, rows.query_deep[:, 0], rows.bank_depths),
+        **neighbors,
+        "max_ks": max_ks, "max_outlier_share": max_outlier_share,
+    }
+    report = QueryBankDiagnostics(**figures, warnings=())
+    return replace(report, warnings=tuple(_warnings(report)))
 
 
 def _checked_pair(bank, queries, gallery):
