@@ -57,8 +57,15 @@ class MergeableOnly:
 
 
 def refusal(normalizer):
-    """Why ``normalizer`` cannot merge its bank statistic over calls, or None."""
-    if not type(normalizer).capabilities.mergeable:
+    """Why ``normalizer`` cannot merge its bank statistic over calls, or None.
+
+    A wrapper without capabilities of its own (``QueryBankGate``) answers by its
+    ``_partial_fit_refusal()``.
+    """
+    capabilities = getattr(type(normalizer), "capabilities", None)
+    if capabilities is None:
+        return normalizer._partial_fit_refusal()
+    if not capabilities.mergeable:
         return getattr(normalizer, "_not_mergeable_because", "its bank statistic is not a mergeable reduction")
     return normalizer._partial_fit_refusal()
 

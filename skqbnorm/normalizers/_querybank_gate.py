@@ -1,5 +1,7 @@
 """QueryBankGate: normalise only with a querybank that suits the queries."""
 
+import copy
+import itertools
 from numbers import Integral, Real
 
 import numpy as np
@@ -7,11 +9,27 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, TransformerMixin, _f
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import NotBool
-from ..metrics._querybank import DEPTH, MAX_KS, MAX_OUTLIER_SHARE, querybank_diagnostics
+from .._core import ProbeMatrix
+from .._dask import is_dask_array
+from .._validation import NotBool, float_dtype, warn_caller
+from ..metrics._querybank import (
+    DEPTH,
+    MAX_KS,
+    MAX_OUTLIER_SHARE,
+    QueryBankWarning,
+    RowFigures,
+    _activated,
+    _checked_sims,
+    _gallery_bank_figures,
+    _neighbor_figures,
+    querybank_diagnostics,
+    report_from_rows,
+    streamed_row_top1,
+)
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
+from ._partial_fit import MergeableOnly, PartialFitRefused, refusal
 from ._softmax import DynamicInvertedSoftmax
 
 
@@ -39,6 +57,8 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
 
     Because ``fit`` needs the queries to serve, scikit-learn's ``check_estimator``
     (which fits on ``X`` alone) does not apply; the wrapped normaliser passes it.
+    :meth:`partial_fit` grows the bank in parts, on precomputed similarities, where
+    the wrapped normaliser's ``partial_fit`` does.
 
     Parameters
     ----------
@@ -123,6 +143,7 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
                 "QueryBankGate needs the queries to serve (or a sample of them) at fit, to "
                 "check the querybank against them: fit(bank, queries=query_sims)."
             )
+        self.__dict__.pop("_partial_state", None)  # fit starts afresh
         normalizer = self._wrapped_normalizer()
         capabilities = _capabilities_of(normalizer)
         extra = {} if gallery_bank is None else {"gallery_bank": gallery_bank}
@@ -140,6 +161,103 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             max_outlier_share=self.max_outlier_share, metric=params.get("metric", "cosine"),
             working_memory=params.get("working_memory"),
         )
+        self.open_ = not self.diagnostics_.out_of_domain
+        self.n_features_in_ = self.normalizer_.n_features_in_
+        return self
+
+    @MergeableOnly
+    @_fit_context(prefer_skip_nested_validation=False)
+    def partial_fit(self, X, y=None, *, queries=None, gallery=None, gallery_bank=None):
+        """Append rows to the querybank, and check the bank so far against the queries.
+
+        Where the wrapped normaliser has a ``partial_fit`` (its
+        ``capabilities.mergeable``; elsewhere the attribute is absent, and reading it
+        raises a ``ValueError`` that says why). The rows go to the normaliser's
+        ``partial_fit``; the gate keeps, per bank row, the figures its diagnostics
+        read (the top-1 similarity and the similarities at ``depth`` and
+        ``depth - 1``) and the bank's activation set, and computes its tests anew
+        from them at each call. After any split of the bank into calls, the fitted
+        attributes (``normalizer_``, ``diagnostics_``, ``open_``) equal those of one
+        :meth:`fit` on the concatenated bank, bitwise.
+
+        The bank is given as precomputed similarities to the gallery. On embeddings
+        (``gallery``), the gate's nearest-neighbour test compares each bank query
+        with its nearest *other* bank query, which a new row may change for any
+        earlier row: it does not merge without keeping every bank embedding, so
+        such a call is refused (fit the gate on the whole bank instead).
+
+        The first call needs ``queries`` and sets the width and dtype of the bank;
+        later calls must match them, and omit ``queries`` or pass the same queries.
+        The parameters (the gate's and its normaliser's) may not change between
+        calls. :meth:`fit` keeps nothing to append to: a ``partial_fit`` after it
+        starts a new bank, with a warning. Each call issues the diagnostics'
+        :class:`~skqbnorm.metrics.QueryBankWarning` as :meth:`fit` does.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_rows, n_gallery)
+            The next rows of the querybank: similarities to the gallery (NumPy,
+            ``np.memmap`` or dask arrays).
+        y : None
+            Ignored.
+        queries : array-like of shape (n_queries, n_gallery), default=None
+            The queries to serve, or a sample of them, as similarities to the
+            gallery: on the first call; later calls omit them or pass the same.
+        gallery : None
+            Refused: the gate grows on precomputed similarities only.
+        gallery_bank : array-like of shape (n_rows_gallery_bank, n_gallery), default=None
+            The next rows of the gallery bank, for a dual-bank normaliser.
+
+        Returns
+        -------
+        self : object
+            The gate, fitted on every row given so far.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skqbnorm import InvertedSoftmax, QueryBankGate
+        >>> rng = np.random.default_rng(0)
+        >>> bank, queries = rng.normal(size=(300, 40)), rng.normal(size=(50, 40))
+        >>> live = QueryBankGate(InvertedSoftmax())
+        >>> for rows in np.array_split(bank, 3):
+        ...     live = live.partial_fit(rows, queries=queries)
+        >>> whole = QueryBankGate(InvertedSoftmax()).fit(bank, queries=queries)
+        >>> live.open_, live.diagnostics_ == whole.diagnostics_
+        (True, True)
+        """
+        if gallery is not None:
+            raise PartialFitRefused(
+                f"QueryBankGate does not support partial_fit on embeddings (gallery of shape "
+                f"{np.shape(gallery)} given): its nearest-neighbour test compares each bank query "
+                "with its nearest other bank query, which a new row may change for any earlier "
+                "row, so it does not merge without keeping every bank embedding. Fit the gate on "
+                "the whole querybank at once (fit(X, queries=..., gallery=...)), or grow it on "
+                "the bank's similarities to the gallery (partial_fit(bank_sims, queries=query_sims))."
+            )
+        state = getattr(self, "_partial_state", None)
+        if state is None:
+            if hasattr(self, "diagnostics_"):
+                warn_caller(
+                    "QueryBankGate was fitted by fit, which keeps nothing to append rows to: "
+                    "partial_fit starts a new querybank from these rows. To grow a bank, give "
+                    "it to partial_fit from its first rows on.",
+                    UserWarning,
+                )
+            normalizer = self._wrapped_normalizer()
+            state = _GateBank.first(self, normalizer, X, queries).appended(X)
+            fitted = clone(normalizer).partial_fit(X, y, gallery_bank=gallery_bank)
+        else:
+            state.check_same_params(self)
+            if queries is not None:
+                state.check_same_queries(queries)
+            # The gate's figures first: a call the normaliser refuses changes nothing.
+            state = state.appended(X)
+            fitted = self.normalizer_.partial_fit(X, y, gallery_bank=gallery_bank)
+        self.normalizer_, self._partial_state = fitted, state
+        self.diagnostics_ = state.diagnostics(self.max_ks, self.max_outlier_share)
+        for message in self.diagnostics_.warnings:
+            warn_caller(message, QueryBankWarning)
         self.open_ = not self.diagnostics_.out_of_domain
         self.n_features_in_ = self.normalizer_.n_features_in_
         return self
@@ -235,6 +353,17 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         wrapped normaliser when the gate is open, else the raw similarities."""
         return self._serving()._index_serving()
 
+    def _partial_fit_refusal(self):
+        """Why ``partial_fit`` is absent: the wrapped normaliser's own refusal, or None."""
+        normalizer = self._wrapped_normalizer()
+        if not isinstance(getattr(type(normalizer), "capabilities", None), Capabilities) or isinstance(
+                normalizer, type):
+            return f"its normalizer={normalizer!r} is not a querybank normaliser"
+        reason = refusal(normalizer)
+        if reason is None:
+            return None
+        return f"its normalizer {type(normalizer).__name__} has no partial_fit ({reason})"
+
     def _wrapped_normalizer(self):
         """The normaliser, unfitted, that the gate fits and serves with when open:
         ``normalizer``, or the DynamicInvertedSoftmax at its defaults for None. An
@@ -284,3 +413,150 @@ class _Unnormalized(BiasFormMixin, QueryBankNormalizer):
 
     def _score(self, sims, columns, row_state, out):
         out[...] = sims
+
+
+#: The wrapped normaliser's parameters that may change between partial_fit calls.
+_FREE_PARAMS = ("working_memory", "n_jobs")
+
+
+class _GateBank:
+    """What the gate's diagnostics read of a growing bank of similarities.
+
+    Per bank row: its top-1 similarity and its similarities at the compared depths
+    (``depth - 1`` and ``depth``), appended call by call; the bank's activation set
+    (the union of the rows' top-1 items); and the same figures of the queries,
+    computed once. The diagnostics' tests are recomputed from these at each call,
+    as ``querybank_diagnostics`` computes them from the whole bank.
+    """
+
+    def __init__(self, params, queries, *, n_gallery, bank_dtype, dtype, depth, metric,
+                 working_memory):
+        self.params, self.n_gallery, self.depth = params, n_gallery, depth
+        self.bank_dtype, self.dtype = bank_dtype, dtype
+        self.metric, self.working_memory = metric, working_memory
+        self.bank_depths = tuple(sorted({max(depth - 1, 1), depth}))
+        self.query_top1, self.query_item, self.query_deep = self._query_figures(queries)
+        self.bank_top1 = np.empty(0, dtype=dtype)
+        self.bank_deep = np.empty((0, len(self.bank_depths)), dtype=dtype)
+        self.activated = np.zeros(n_gallery, dtype=bool)
+
+    @classmethod
+    def first(cls, gate, normalizer, X, queries):
+        """The empty bank of a first call: its queries, width and dtypes, from ``X``."""
+        if queries is None:
+            raise ValueError(
+                "QueryBankGate needs the queries to serve (or a sample of them) at its first "
+                "partial_fit call, to check the querybank against them: "
+                "partial_fit(bank_rows, queries=query_sims)."
+            )
+        _capabilities_of(normalizer)
+        queries = _checked_sims(queries, "queries")
+        width = _width_of(X)
+        if width != queries.shape[1]:
+            raise ValueError(
+                f"bank and queries must have the same number of gallery items (columns of "
+                f"similarities): X has shape {tuple(np.shape(X))}, queries have shape "
+                f"{queries.shape}."
+            )
+        bank_dtype = float_dtype(X if is_dask_array(X) else np.asarray(X[:0]), "X (the querybank)")
+        params = normalizer.get_params()
+        return cls(
+            _params_of(gate), queries, n_gallery=width, bank_dtype=bank_dtype,
+            dtype=np.result_type(bank_dtype, float_dtype(queries, "queries")),
+            depth=min(gate.depth, width), metric=params.get("metric", "cosine"),
+            working_memory=params.get("working_memory"),
+        )
+
+    def appended(self, X):
+        """A new bank holding this one's figures, then those of the rows ``X``."""
+        if _width_of(X) != self.n_gallery:
+            raise ValueError(
+                f"X has {_width_of(X)} features, but QueryBankGate is expecting "
+                f"{self.n_gallery} features as input: partial_fit got X of shape "
+                f"{tuple(np.shape(X))}, and the first call's rows had {self.n_gallery} "
+                "columns (gallery items)."
+            )
+        grown = copy.copy(self)
+        top1, deep, activated = [self.bank_top1], [self.bank_deep], self.activated.copy()
+        for block in _numpy_blocks(X):
+            values, _, at_depths = streamed_row_top1(
+                ProbeMatrix(block, None, self.metric, self.dtype, "querybank"),
+                self.working_memory, self.bank_depths)
+            top1.append(values)
+            deep.append(at_depths)
+            activated |= _activated(ProbeMatrix(block, None, self.metric, self.bank_dtype, "querybank"),
+                                    1, self.working_memory)
+        grown.bank_top1, grown.bank_deep = np.concatenate(top1), np.concatenate(deep)
+        grown.activated = activated
+        return grown
+
+    def diagnostics(self, max_ks, max_outlier_share):
+        """The diagnostics of the bank so far, as ``querybank_diagnostics`` reports them."""
+        rows = RowFigures(self.bank_top1, self.bank_deep, self.bank_depths, self.query_top1,
+                          self.query_item, self.query_deep)
+        no_gallery_bank = _gallery_bank_figures(self.activated, None, self.query_item)
+        no_neighbors = _neighbor_figures(None, None, None, None, None, None)
+        return report_from_rows(rows, self.activated, n_gallery=self.n_gallery, k=1,
+                                depth=self.depth, gallery_bank=no_gallery_bank,
+                                neighbors=no_neighbors, max_ks=max_ks,
+                                max_outlier_share=max_outlier_share)
+
+    def check_same_params(self, gate):
+        now = _params_of(gate)
+        for name, value in self.params.items():
+            if type(now.get(name)) is not type(value) or now.get(name) != value:
+                raise ValueError(
+                    f"{name}={now.get(name)!r} differs from the {name}={value!r} of the first "
+                    f"partial_fit call: the gate's figures hold {name}={value!r}. Restore it, "
+                    "or fit a new QueryBankGate on the whole querybank."
+                )
+
+    def check_same_queries(self, queries):
+        queries = _checked_sims(queries, "queries")
+        same = queries.shape == (len(self.query_top1), self.n_gallery) and all(
+            np.array_equal(mine, theirs, equal_nan=True)
+            for mine, theirs in zip(self._query_figures(queries),
+                                    (self.query_top1, self.query_item, self.query_deep)))
+        if not same:
+            raise ValueError(
+                f"queries (shape {queries.shape}) are not the queries of the first partial_fit "
+                f"call ({len(self.query_top1)} queries to {self.n_gallery} gallery items): the "
+                "gate checks a growing bank against one set of queries. Omit queries on later "
+                "calls, or fit a new QueryBankGate."
+            )
+
+    def _query_figures(self, queries):
+        probe = ProbeMatrix(queries, None, self.metric, self.dtype, "queries")
+        return streamed_row_top1(probe, self.working_memory, (self.depth,))
+
+
+def _params_of(gate):
+    """The parameters that fix a gate's merged figures: its own and its normaliser's."""
+    normalizer = gate._wrapped_normalizer()
+    params = {name: getattr(gate, name) for name in ("depth", "max_ks", "max_outlier_share")}
+    params["normalizer"] = type(normalizer)
+    params.update({f"normalizer__{name}": value
+                   for name, value in normalizer.get_params(deep=False).items()
+                   if name not in _FREE_PARAMS})
+    return params
+
+
+def _width_of(X):
+    shape = X.shape if is_dask_array(X) else np.shape(X)
+    if len(shape) != 2:
+        raise ValueError(
+            f"X (the querybank) must be a 2D array of similarities to the gallery; got shape "
+            f"{tuple(shape)}."
+        )
+    return shape[1]
+
+
+def _numpy_blocks(X):
+    """The rows of ``X`` as checked NumPy arrays: a dask array one row chunk at a time."""
+    if not is_dask_array(X):
+        yield _checked_sims(X, "X (the querybank)")
+        return
+    bounds = np.cumsum((0, *X.chunks[0]))
+    for start, stop in itertools.pairwise(bounds):
+        if stop > start:
+            yield _checked_sims(X[start:stop].compute(), "X (the querybank)")
