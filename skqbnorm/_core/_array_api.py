@@ -160,9 +160,12 @@ def top_k(xp, values, k, axis=-1):
 
         found = torch.topk(values, k, dim=axis, largest=True, sorted=True)
         return found.values, found.indices
+    # Sorting the values as argsort orders them (take_along_axis needs the 2024.12
+    # standard, which scikit-learn 1.6 does not ask array-api-strict for).
+    first_k = xp.arange(k, device=device(values))
     order = xp.argsort(values, axis=axis, descending=True, stable=True)
-    indices = xp.take(order, xp.arange(k, device=device(values)), axis=axis)
-    return xp.take_along_axis(values, indices, axis=axis), indices
+    best = xp.sort(values, axis=axis, descending=True, stable=True)
+    return xp.take(best, first_k, axis=axis), xp.take(order, first_k, axis=axis)
 
 
 def check_matrix(xp, array, name):

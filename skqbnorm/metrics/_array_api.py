@@ -38,11 +38,13 @@ def correct_item_ranks(xp, sims, gt, ties, check_gt):
     indices, relevant = check_gt(to_numpy(gt), tuple(sims.shape))
     if relevant is None:
         picked = to_namespace(np.asarray(indices, dtype=np.int64), xp, where)
-        best = xp.take_along_axis(sims, picked[:, None], axis=1)[:, 0]
+        columns = xp.arange(sims.shape[1], device=where)
+        lowest = xp.full_like(sims, -xp.inf)
+        best = xp.max(xp.where(columns[None, :] == picked[:, None], sims, lowest), axis=1)
         relevant_rows = None
     else:
         relevant_rows = to_namespace(relevant, xp, where)
-        best = xp.max(xp.where(relevant_rows, sims, -xp.inf), axis=1)
+        best = xp.max(xp.where(relevant_rows, sims, xp.full_like(sims, -xp.inf)), axis=1)
     rank_dtype = max_float(xp, where)
     step = rows_per_chunk(sims.shape[1], 1, n_buffers=2)
     ranks = [_block_ranks(xp, sims[rows, :], best[rows, None], ties,
@@ -52,16 +54,22 @@ def correct_item_ranks(xp, sims, gt, ties, check_gt):
 
 
 def _block_ranks(xp, block, target, ties, relevant, dtype):
-    above = xp.astype(xp.count_nonzero(block > target, axis=1), dtype)
+    above = _count(xp, block > target, dtype)
     if ties == "optimistic":
         return above
     at_target = block == target
-    tied = xp.astype(xp.count_nonzero(at_target, axis=1), dtype)
+    tied = _count(xp, at_target, dtype)
     if ties != "pessimistic":
         return above + (tied - 1) / 2
     if relevant is None:
         return above + tied - 1
-    return above + tied - xp.astype(xp.count_nonzero(at_target & relevant, axis=1), dtype)
+    return above + tied - _count(xp, at_target & relevant, dtype)
+
+
+def _count(xp, mask, dtype):
+    """The True entries of each row of ``mask``, as ``dtype`` (the 2023.12 standard has
+    no count_nonzero)."""
+    return xp.astype(xp.sum(xp.astype(mask, xp.int64), axis=1), dtype)
 
 
 def hits(ranks, k, ties):
