@@ -96,3 +96,23 @@ def test_reranker_size_benchmark_prints_a_row_per_size_and_a_verdict_per_reranke
     assert all(len(row.split("|")) == 5 + len(names) for row in rows)
     for name in names:
         assert any(line.startswith(f"{name}: ") for line in stdout.splitlines())
+
+
+def test_device_benchmark_prints_every_fit_and_search_and_says_no_accelerator_was_measured():
+    pytest.importorskip("torch")  # not in CI: the device benchmark needs torch
+    stdout = run_script("bench_device.py", ["--device", "cpu", "--bank", "300", "--gallery", "200",
+                                            "--queries", "50", "--dims", "16", "--k", "8",
+                                            "--repeat", "1", "--no-peer"])
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    names = [row.split("|")[1].strip() for row in rows]
+    for name in ("IS", "DIS", "CSLS(k=8)", "NNN(k=8)"):
+        assert names.count(name) == 2 and names.count(f"{name}, NumPy path") == 2, name  # fit, top_k
+    assert names.count("device blocked product (torch.matmul)") == 2
+    for row in rows:
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        if cells[1] != "seconds":
+            assert float(cells[1]) >= 0 and float(cells[2].rstrip("x")) >= 0, row
+        if cells[0] in ("IS", "DIS", "CSLS(k=8)", "NNN(k=8)"):
+            assert float(cells[3].rstrip("x")) > 0, row  # a speed-up over the NumPy path
+    assert "top-10 identical to the NumPy path's" in stdout
+    assert "no accelerator was measured" in stdout
