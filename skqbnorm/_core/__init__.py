@@ -36,8 +36,10 @@ from ._parallel import (
     in_blas_threads,
     in_product_threads,
     one_blas_thread,
+    one_thread,
     reduce_bank,
     reduce_rows,
+    thread_controller,
 )
 from ._probe import ProbeMatrix, prepare_embeddings
 from ._products import (
@@ -101,6 +103,7 @@ __all__ = [
     "merge_top_k",
     "moments",
     "one_blas_thread",
+    "one_thread",
     "prepare_embeddings",
     "product_parts",
     "product_strips",
@@ -116,5 +119,6 @@ __all__ = [
     "search_product_rows",
     "searches_in_parts",
     "take_rows",
+    "thread_controller",
     "top_k_mask",
 ]

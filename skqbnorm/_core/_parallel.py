@@ -71,14 +71,21 @@ def _reducers_for(probe, make_reducers):
 
 
 @cache
-def _thread_controller():
-    """The process's thread pools, looked up once (a lookup is slow beside a search)."""
+def thread_controller():
+    """The process's thread pools (``threadpoolctl``), looked up once for the package: a
+    lookup is slow beside a search."""
     return ThreadpoolController()
+
+
+def one_thread():
+    """A context that limits BLAS and OpenMP to one thread, for work too small to gain
+    from threads, whose wake-ups cost more than the arithmetic when cores are shared."""
+    return thread_controller().limit(limits=1)
 
 
 def blas_threads():
     """The threads the BLAS may use now (under any ``threadpoolctl`` limit), at least one."""
-    return max((pool.num_threads for pool in _thread_controller().select(user_api="blas").lib_controllers),
+    return max((pool.num_threads for pool in thread_controller().select(user_api="blas").lib_controllers),
                default=1)
 
 
@@ -113,29 +120,32 @@ def _mark_worker():
     _WORKER.busy = True
 
 
-@cache
 def worker_pool(n_threads):
-    """A pool of ``n_threads`` threads kept for the process (a fresh one in a forked child).
+    """A pool of ``n_threads`` threads kept for the process: a forked child, which has
+    none of its parent's threads, gets its own (the pools are kept per process id).
 
-    Threads started afresh for every search would add their start-up cost to each
-    search; the pool pays it once.
+    Kept, not joblib's ``Parallel``: a pool started for every search costs more than the
+    search on a few queries (the user guide's performance page gives the measurements).
     """
+    return _worker_pool(os.getpid(), n_threads)
+
+
+@cache
+def _worker_pool(pid, n_threads):
     return ThreadPoolExecutor(n_threads, thread_name_prefix="skqbnorm", initializer=_mark_worker)
 
 
-def _after_fork_in_child():
-    """A forked child has none of the kept threads, nor the thread that may have held
-    ``one_blas_thread``'s lock at the fork, to release it."""
-    global _ONE_BLAS_THREAD
-    worker_pool.cache_clear()
-    _ONE_BLAS_THREAD = threading.RLock()
+@cache
+def _one_blas_thread_lock(pid):
+    """``one_blas_thread``'s lock, one per process, so that a forked child never waits
+    for a thread that the fork left behind.
+
+    Kept beside ``threadpoolctl``: OpenBLAS's thread count is process-wide, so that
+    concurrent limits would restore each other's in the middle of a product.
+    """
+    return threading.RLock()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-#: Held while the BLAS is limited to one thread for work that runs its own threads.
-_ONE_BLAS_THREAD = threading.RLock()
 #: How many times the current thread has entered ``one_blas_thread``.
 _HOLDER = threading.local()
 
@@ -154,15 +164,15 @@ def one_blas_thread():
     """
     if getattr(_WORKER, "busy", False):
         # An OpenMP BLAS keeps a limit per thread: the caller's does not reach here.
-        with _thread_controller().limit(limits=1, user_api="blas"):
+        with thread_controller().limit(limits=1, user_api="blas"):
             yield 1
         return
-    with _ONE_BLAS_THREAD:
+    with _one_blas_thread_lock(os.getpid()):
         depth = getattr(_HOLDER, "depth", 0)
         _HOLDER.depth = depth + 1
         try:
             n_threads = blas_threads()
-            with _thread_controller().limit(limits=1, user_api="blas"):
+            with thread_controller().limit(limits=1, user_api="blas"):
                 yield n_threads
         finally:
             _HOLDER.depth = depth
@@ -180,12 +190,12 @@ def in_product_threads(search, parts):
 
 
 def blas_share(n_parts):
-    """Context in which each of ``n_parts`` parallel jobs may use its share of the cores.
+    """Context in which each of ``n_parts`` parallel jobs may use its share of the BLAS threads.
 
-    The jobs share the cores: BLAS (the embedding products) must not spawn its own
-    threads on top, or both oversubscribe.
+    The jobs share the BLAS's threads (``threadpoolctl`` limits them): BLAS (the
+    embedding products) must not spawn its own threads on top, or both oversubscribe.
     """
-    return threadpool_limits(limits=max(1, (os.cpu_count() or 1) // n_parts), user_api="blas")
+    return threadpool_limits(limits=max(1, blas_threads() // n_parts), user_api="blas")
 
 
 def bank_row_reducers(probe, reducers):

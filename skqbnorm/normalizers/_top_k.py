@@ -51,10 +51,12 @@ class TopKMixin:
         whole rows. Blocks of ``X`` fit ``working_memory``, and are
         cut to their top k in as many threads as the BLAS may use
         (``threadpoolctl`` limits both); with ``n_jobs``, blocks are searched in
-        parallel threads, each with its share of the BLAS threads. In embedding
+        parallel jobs, each with its share of the BLAS threads. In embedding
         mode, the queries are multiplied in parts of up to 256 rows (32 MiB), each
         part in strips of 2,048 gallery items on one BLAS thread, over as many
-        threads as the BLAS may use (``n_jobs`` adds none): each thread multiplies
+        threads as the BLAS may use, one job per thread already, so that ``n_jobs``
+        does not change it (the user guide's page on scale says what ``n_jobs``
+        means throughout the package): each thread multiplies
         its parts and cuts each to its top k, or, with fewer parts than threads,
         the strips spread over the threads; :meth:`similarities` multiplies the
         same tiles. Galleries too wide for parts of 256 rows (over 32,768 float32

@@ -8,14 +8,18 @@ any positive factor.
 """
 
 from contextlib import nullcontext
-from functools import cache
 
 import numpy as np
 from scipy import sparse
 from sklearn.metrics import pairwise_distances
-from threadpoolctl import ThreadpoolController
 
-from .._core import cosine_top_k, euclidean_neighbors, prepare_embeddings, row_top_k_indices
+from .._core import (
+    cosine_top_k,
+    euclidean_neighbors,
+    one_thread,
+    prepare_embeddings,
+    row_top_k_indices,
+)
 from .._validation import warn_caller
 
 #: Edge lengths beyond this many kernel widths get weight exp(-40^2 / 2) = 0 in
@@ -103,19 +107,6 @@ def thread_limit(n_items, n_features):
     if n_items**2 * max(n_features, 1) >= SERIAL_WORK:
         return nullcontext()
     return one_thread()
-
-
-def one_thread():
-    """A context that limits BLAS and OpenMP to one thread: the solves' vector
-    operations (dot products of tens of thousands of numbers) gain nothing from
-    threads, whose wake-ups cost more than the arithmetic when cores are shared."""
-    return thread_controller().limit(limits=1)
-
-
-@cache
-def thread_controller():
-    """The process's thread pools, looked up once (a lookup is slow beside a solve)."""
-    return ThreadpoolController()
 
 
 def check_sigma(sigma):

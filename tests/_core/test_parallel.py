@@ -119,11 +119,9 @@ def test_jobs_hold_whole_leaves():
     assert reducer.rows == [(0, 4), (4, 8), (8, 10)]
 
 
-@pytest.mark.parametrize(
-    "cpu_count, expected", [(8, 4), (3, 1), (2, 1), (1, 1), (None, 1)]
-)
-def test_jobs_share_the_blas_threads(monkeypatch, cpu_count, expected):
-    # Two jobs: each may give BLAS cpu_count // 2 threads, and at least one.
+@pytest.mark.parametrize("n_blas_threads, expected", [(8, 4), (3, 1), (2, 1), (1, 1)])
+def test_jobs_share_the_blas_threads(monkeypatch, n_blas_threads, expected):
+    # Two jobs: each may give BLAS half the threads it may use now, and at least one.
     recorded = []
 
     def record_limits(limits=None, user_api=None):
@@ -131,7 +129,7 @@ def test_jobs_share_the_blas_threads(monkeypatch, cpu_count, expected):
         return contextlib.nullcontext()
 
     monkeypatch.setattr(_parallel, "threadpool_limits", record_limits)
-    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: cpu_count)
+    monkeypatch.setattr(_parallel, "blas_threads", lambda: n_blas_threads)
     _recorded_reduction(np.ones((4, 2)), 1, n_jobs=2)
     assert recorded == [(expected, "blas")]
     assert type(recorded[0][0]) is int
@@ -231,3 +229,38 @@ def test_blas_threads_follows_threadpoolctl_limits():
     with threadpool_limits(limits=1, user_api="blas"):
         assert blas_threads() == 1
     assert blas_threads() >= 1
+
+
+def test_jobs_never_raise_a_threadpoolctl_limit(monkeypatch):
+    # Under a limit of one BLAS thread on 8 cores, two jobs each keep one: a share of
+    # the limit, not of the cores.
+    monkeypatch.setattr(_parallel.os, "cpu_count", lambda: 8)
+    seen = []
+
+    class _Threads(_Recorder):
+        def update(self, block, rows):
+            seen.append(blas_threads())
+            super().update(block, rows)
+
+    bank = np.arange(40.0).reshape(10, 4)
+    with threadpool_limits(limits=1, user_api="blas"):
+        reduce_bank(ProbeMatrix(bank), lambda: [_Threads(bank)], n_jobs=2)
+    assert seen and set(seen) == {1}
+
+
+def test_the_package_shares_one_thread_controller():
+    # The rerankers limit their threads with the core's controller, looked up once.
+    from skqbnorm.rerankers import _graph
+
+    assert _graph.one_thread is _parallel.one_thread
+    assert _parallel.thread_controller() is _parallel.thread_controller()
+    with _parallel.one_thread():
+        assert blas_threads() == 1
+
+
+def test_the_kept_threads_belong_to_their_process():
+    # A pool (and the BLAS limit's lock) is kept per process id: a forked child, which
+    # has none of its parent's threads, makes its own rather than wait on the parent's.
+    assert _parallel.worker_pool(2) is _parallel.worker_pool(2)
+    assert _parallel._worker_pool(-1, 2) is not _parallel.worker_pool(2)
+    assert _parallel._one_blas_thread_lock(-1) is not _parallel._one_blas_thread_lock(_parallel.os.getpid())
