@@ -1,17 +1,21 @@
 """BayesianReranker: the shared machinery of every reranker."""
 
 import copy
+from contextlib import contextmanager
+from functools import partial
 from numbers import Integral, Real
 from typing import NamedTuple
 
 import numpy as np
 from joblib import Parallel, delayed
 from scipy.stats import rankdata
+from sklearn import config_context
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
+from .._core._array_api import device, max_float, namespace, to_numpy
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
 from ._graph import (
@@ -60,6 +64,9 @@ class BayesianReranker(BaseEstimator):
     to; every list is reranked independently, in parallel over ``n_jobs``.
     Scores are float64 whatever the input dtype: the solvers work in double
     precision, and rounding to float32 would tie scores that they tell apart.
+    Under scikit-learn's ``array_api_dispatch``, torch, CuPy or array-api-strict
+    inputs are reranked on the host (the solvers are NumPy and SciPy), and
+    ``fit_predict`` and ``scores_`` return an array of their namespace and device.
 
     Parameters
     ----------
@@ -140,9 +147,12 @@ class BayesianReranker(BaseEstimator):
         self : object
             Fitted reranker, with ``scores_`` and per-list diagnostics.
         """
-        X, y, self.group_labels_, lists = split_lists(X, y, groups)
-        (results,) = self._path(X, y, lists, [self.c])
-        return self._record(results, lists, X.shape)
+        with on_the_host(X, y, groups) as (on_host, to_input):
+            X, y, self.group_labels_, lists = split_lists(*on_host)
+            (results,) = self._path(X, y, lists, [self.c])
+            self._record(results, lists, X.shape)
+            self.scores_ = to_input(self.scores_)
+        return self
 
     @_fit_context(prefer_skip_nested_validation=True)
     def rerank_path(self, X, y, groups=None, *, cs):
@@ -221,7 +231,8 @@ class BayesianReranker(BaseEstimator):
         Returns
         -------
         scores : ndarray of shape (n_samples,)
-            Reranked scores, higher is better, comparable within a list.
+            Reranked scores, higher is better, comparable within a list; under
+            ``array_api_dispatch``, an array of the namespace and device of the inputs.
         """
         return self.fit(X, y, groups=groups).scores_
 
@@ -362,13 +373,40 @@ def split_lists(X, y, groups):
 def fitted_path(reranker, X, y, groups, values):
     """A fitted clone of ``reranker`` at each of ``values`` of its ``strength_param``,
     every list reranked once for all of them by the reranker's ``_path``."""
-    X, y, labels, lists = split_lists(X, y, groups)
-    fitted = []
-    for value, results in zip(values, reranker._path(X, y, lists, values)):
-        at_value = clone(reranker).set_params(**{reranker.strength_param: float(value)})
-        at_value.group_labels_ = labels
-        fitted.append(at_value._record(results, lists, X.shape))
+    with on_the_host(X, y, groups) as (on_host, to_input):
+        X, y, labels, lists = split_lists(*on_host)
+        fitted = []
+        for value, results in zip(values, reranker._path(X, y, lists, values)):
+            at_value = clone(reranker).set_params(**{reranker.strength_param: float(value)})
+            at_value.group_labels_ = labels
+            fitted.append(at_value._record(results, lists, X.shape))
+            at_value.scores_ = to_input(at_value.scores_)
     return fitted
+
+
+@contextmanager
+def on_the_host(*arrays):
+    """The inputs of a reranker on the host, and the way back for its scores.
+
+    Under scikit-learn's ``array_api_dispatch`` with an input of another namespace
+    than NumPy (torch, CuPy, array-api-strict), yields NumPy copies of ``arrays``
+    and a function that puts a NumPy array of scores on the namespace and device of
+    the first such input (float64 where the device has it, else float32); the body
+    runs with dispatch off, so that it computes exactly as the NumPy path does.
+    Otherwise yields ``arrays`` unchanged and the identity.
+    """
+    xp, given = namespace(*arrays)
+    if not given:
+        yield arrays, lambda scores: scores
+        return
+    where = device(next(array for array in arrays if namespace(array)[1]))
+    with config_context(array_api_dispatch=False):
+        yield tuple(map(to_numpy, arrays)), partial(_to_input, xp, where)
+
+
+def _to_input(xp, where, scores):
+    dtype = np.float64 if max_float(xp, where) == xp.float64 else np.float32
+    return xp.asarray(np.asarray(scores, dtype=dtype), device=where)
 
 
 def checked_cs(cs, name="cs", of="c > 0", positive=True):
@@ -421,7 +459,8 @@ def checked_inputs(X, y, groups):
             "initial scores."
         )
     for name, value in (("X", X), ("y", y)):
-        if getattr(value, "dtype", np.dtype(float)).kind in "mM":  # check_array casts them
+        # check_array casts them; a torch dtype has no kind (check_array converts it)
+        if getattr(getattr(value, "dtype", None), "kind", "") in ("m", "M"):
             raise ValueError(f"{name} must be numeric; got {name} of {describe(value)}.")
     with naming("X", X):
         X = check_array(X, dtype=np.float64, input_name="X")

@@ -13,7 +13,7 @@ from .._validation import NotBool as Interval
 from .._validation import check_labels, warn_caller
 from ..metrics import average_precisions
 from ..metrics._ranking import check_ap_options
-from ._base import checked_cs, split_lists
+from ._base import checked_cs, on_the_host, split_lists
 from ._hinge import HingeReranker
 
 
@@ -31,6 +31,9 @@ class RerankerCV(BaseEstimator):
     list once per value and gives the same ``cv_results_`` scores, so it chooses the
     same value on the same folds (the first of equally good ones), at a fraction of
     the cost. The scores at the chosen value are those of the same reranking, kept.
+    Under scikit-learn's ``array_api_dispatch``, torch, CuPy or array-api-strict
+    inputs are reranked on the host, and ``fit_predict`` and ``scores_`` (also
+    ``best_estimator_.scores_``) return an array of their namespace and device.
 
     The strength parameter is the one the reranker declares in its class attribute
     ``strength_param``: ``c`` for the Bayesian and point-wise rerankers,
@@ -158,6 +161,13 @@ class RerankerCV(BaseEstimator):
         self : object
             The fitted search.
         """
+        with on_the_host(X, y, groups, relevance) as (on_host, to_input):
+            self._search(*on_host)
+            self.scores_ = self.best_estimator_.scores_ = to_input(self.scores_)
+        return self
+
+    def _search(self, X, y, groups, relevance):
+        """:meth:`fit`'s work on NumPy (host) inputs."""
         estimator = HingeReranker() if self.estimator is None else self.estimator
         name = declared_strength(estimator)
         values = checked_candidates(self.cs, estimator, name)
@@ -193,7 +203,6 @@ class RerankerCV(BaseEstimator):
             self.best_estimator_.set_params(n_jobs=estimator.get_params()["n_jobs"])
         self.scores_ = self.best_estimator_.scores_
         self.n_features_in_ = X.shape[1]
-        return self
 
     def _path(self, estimator, name, values, X, y, groups):
         """The estimator fitted at every value, by its ``rerank_path``, lists over ``n_jobs``."""
@@ -220,7 +229,8 @@ class RerankerCV(BaseEstimator):
         -------
         scores : ndarray of shape (n_samples,)
             Reranked scores at ``best_params_``, higher is better, comparable within
-            a list.
+            a list; under ``array_api_dispatch``, an array of the namespace and device
+            of the inputs.
         """
         return self.fit(X, y, groups, relevance=relevance).scores_
 

@@ -10,7 +10,7 @@ from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, _fit_context, clone
 from sklearn.utils._param_validation import StrOptions
 
-from ._base import checked_cs, fitted_path, split_lists
+from ._base import checked_cs, fitted_path, on_the_host, split_lists
 
 #: Initial scores this far beyond [-1, 1] are rounding (e.g. float32 cosines of 1 + 1e-7),
 #: clipped; further, ``initial="cosine"`` refuses them.
@@ -28,7 +28,9 @@ class NeighborhoodReranker(BaseEstimator):
     that parameter, ``[(scores, info)]`` (scores float64, higher is better; info a
     dict of diagnostics, which ``_report(infos)`` receives in the caller's thread: a
     worker process's warnings would not reach the caller), its per-list work done
-    once for every value.
+    once for every value. Under scikit-learn's ``array_api_dispatch``, torch, CuPy or
+    array-api-strict inputs are reranked on the host, and ``fit_predict`` and
+    ``scores_`` return an array of their namespace and device.
     """
 
     #: The parameter :class:`~skqbnorm.rerankers.RerankerCV` tunes, and its default candidates.
@@ -59,9 +61,12 @@ class NeighborhoodReranker(BaseEstimator):
         self : object
             Fitted reranker, with ``scores_``.
         """
-        X, y, self.group_labels_, lists = split_lists(X, y, groups)  # the Bayesian refusals
-        (results,) = self._path(X, y, lists, [getattr(self, self.strength_param)])
-        return self._record(results, lists, X.shape)
+        with on_the_host(X, y, groups) as (on_host, to_input):
+            X, y, self.group_labels_, lists = split_lists(*on_host)  # the Bayesian refusals
+            (results,) = self._path(X, y, lists, [getattr(self, self.strength_param)])
+            self._record(results, lists, X.shape)
+            self.scores_ = to_input(self.scores_)
+        return self
 
     def _fitted_path(self, X, y, groups, values, keyword):
         """``rerank_path``'s work: a fitted clone per value of the strength parameter
@@ -111,7 +116,8 @@ class NeighborhoodReranker(BaseEstimator):
         Returns
         -------
         scores : ndarray of shape (n_samples,)
-            Reranked scores, higher is better, comparable within a list.
+            Reranked scores, higher is better, comparable within a list; under
+            ``array_api_dispatch``, an array of the namespace and device of the inputs.
         """
         return self.fit(X, y, groups=groups).scores_
 
