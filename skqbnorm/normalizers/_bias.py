@@ -16,6 +16,9 @@ vectors come from :func:`~skqbnorm.normalizers.index_serving`, the protocol of i
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from .._core._array_api import device, max_float
+from ._array_api_path import fitted_namespace
+
 
 class BiasFormMixin:
     """Per-gallery bias of a bias-form normaliser.
@@ -55,10 +58,16 @@ class BiasFormMixin:
         Returns
         -------
         bias : ndarray of shape (n_gallery,)
-            In similarity units, float64.
+            In similarity units, float64. For a normaliser fitted on the array API
+            path, an array of the namespace and device of its fitted statistics, in
+            float64 where the device has it, else float32.
         """
         check_is_fitted(self)
-        return np.array(self._gallery_bias(), dtype=np.float64)
+        bias = self._gallery_bias()
+        xp = fitted_namespace(self)
+        if xp is not None:  # fitted on a device: a copy there
+            return xp.astype(bias, max_float(xp, device(bias)), copy=True)
+        return np.array(bias, dtype=np.float64)
 
     def _row_forms(self, top1):
         """Which bias (row form) each query takes, from valid indices of its raw top-1:
