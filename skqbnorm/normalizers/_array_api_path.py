@@ -1,12 +1,12 @@
-"""The array API path of the bias-form normalisers: fit, transform, similarities, top_k
-on the namespace and device of their inputs.
+"""The array API path of the normalisers of column statistics: fit, transform,
+similarities, top_k on the namespace and device of their inputs.
 
 With scikit-learn's ``array_api_dispatch=True`` and inputs of another namespace than
 NumPy (torch, CuPy, array-api-strict), the normalisers whose ``capabilities.array_api``
 is True compute here instead of on the NumPy path: the bank is read in blocks of
 rows bounded by ``working_memory`` (never the whole bank-by-gallery matrix), the
 column statistics are combined block by block (a log-sum-exp with a running
-maximum, a running top k), in float64 where the device has it and in float32 where
+maximum, a running top k, running sums and moments), in float64 where the device has it and in float32 where
 it has not, and the fitted statistics stay on the input's device. A normaliser
 fitted here serves only inputs of the same namespace and device.
 """
@@ -93,7 +93,15 @@ def _check_supported(estimator):
             f"{type(estimator).__name__} does not run on array API inputs (its "
             "capabilities declare array_api=False): pass NumPy arrays (for a torch "
             "tensor, tensor.cpu().numpy()), or use one of the normalisers that do "
-            "(InvertedSoftmax, DynamicInvertedSoftmax, CSLS, NearestNeighborNormalization)."
+            "(their capabilities.array_api is True)."
+        )
+    from ._mutual_proximity import MutualProximity
+
+    if isinstance(estimator, MutualProximity) and estimator.method != "gaussian":
+        raise ValueError(
+            f"{type(estimator).__name__}(method={estimator.method!r}) does not run on array "
+            "API inputs: the empiric method ranks within every bank column sorted whole. "
+            "Use method='gaussian', or pass NumPy arrays (tensor.cpu().numpy())."
         )
 
 
@@ -209,6 +217,46 @@ class LogSumExp:
         return self.largest + self.xp.log(self.total) / self.beta
 
 
+class ColumnMean:
+    """Per column, the mean of the bank's similarities, by a running sum."""
+
+    def __init__(self, xp, n_gallery, dtype, where):
+        self.xp, self.dtype, self.count = xp, dtype, 0
+        self.total = xp.zeros(n_gallery, dtype=dtype, device=where)
+
+    def update(self, block):
+        self.total = self.total + self.xp.sum(self.xp.astype(block, self.dtype), axis=0)
+        self.count += block.shape[0]
+
+    def result(self):
+        return self.total / self.count
+
+
+class ColumnMoments:
+    """Per column, the mean and population standard deviation of the bank's
+    similarities: each block's own, combined as Chan, Golub and LeVeque combine them."""
+
+    def __init__(self, xp, n_gallery, dtype, where):
+        self.xp, self.dtype, self.count = xp, dtype, 0
+        self.mean = xp.zeros(n_gallery, dtype=dtype, device=where)
+        self.squares = xp.zeros(n_gallery, dtype=dtype, device=where)
+
+    def update(self, block):
+        xp = self.xp
+        block = xp.astype(block, self.dtype)
+        count = block.shape[0]
+        mean = xp.mean(block, axis=0)
+        squares = xp.sum((block - mean) ** 2, axis=0)
+        total = self.count + count
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (count / total)
+        self.squares = self.squares + squares + delta**2 * (self.count * count / total)
+        self.count = total
+
+    def result(self):
+        return self.mean, self.xp.sqrt(self.squares / self.count)
+
+
 class ColumnTopKMean:
     """Per column, the mean of its ``k`` largest entries, by a running top k."""
 
@@ -242,6 +290,8 @@ class RowTopKUnion:
 
 def _statistics(estimator, xp, n_gallery, dtype, where):
     """The running column statistics that ``estimator``'s fit needs."""
+    from ._centering import Centering
+    from ._dual_softmax import DualSoftmax
     from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
     if isinstance(estimator, InvertedSoftmax):
@@ -249,14 +299,49 @@ def _statistics(estimator, xp, n_gallery, dtype, where):
         if isinstance(estimator, DynamicInvertedSoftmax):
             found.append(RowTopKUnion(xp, n_gallery, int(estimator.k), where))
         return found
+    if isinstance(estimator, DualSoftmax):
+        return [LogSumExp(xp, n_gallery, dtype, 1.0 / float(estimator.temperature), where)]
+    if isinstance(estimator, Centering):
+        return [ColumnMean(xp, n_gallery, dtype, where)]
+    if _is_standardised(estimator):
+        return [ColumnMoments(xp, n_gallery, dtype, where)]
     return [ColumnTopKMean(xp, dtype, int(estimator.k))]
+
+
+def _is_standardised(estimator):
+    """The normalisers that standardise by the bank's column moments (z-norm, Gaussian MP)."""
+    from ._mutual_proximity import MutualProximity, QueryBankZNorm
+
+    return isinstance(estimator, (QueryBankZNorm, MutualProximity))
 
 
 def _learn(estimator, xp, statistics):
     """The fitted statistics of the bias-form normalisers, on the device."""
+    from ._dual_softmax import DualSoftmax
     from ._nnn import NearestNeighborNormalization
 
     first = statistics[0]
+    if isinstance(first, ColumnMean):
+        estimator.bank_mean_ = first.result()
+        estimator._bias = estimator.alpha * estimator.bank_mean_
+        return
+    if isinstance(first, ColumnMoments):
+        for name in ("sorted_bank_", "_bank_ranks"):  # an empiric MP's, refitted
+            estimator.__dict__.pop(name, None)
+        estimator.bank_mean_, estimator.bank_std_ = first.result()
+        std = estimator.bank_std_
+        estimator._bank_scale = xp.where(std > 0, std, xp.ones_like(std))
+        return
+    if isinstance(estimator, DualSoftmax):
+        soft_max = first.result()
+        if not bool(xp.all(xp.isfinite(soft_max))):
+            raise ValueError(
+                f"temperature={estimator.temperature!r} is too large for these similarities: "
+                "the bank's soft maxima, max + T * log(n_bank), overflow "
+                f"{soft_max.dtype}. Use a smaller temperature or smaller similarities."
+            )
+        estimator.bank_soft_max_ = soft_max
+        return
     if isinstance(first, LogSumExp):
         soft_max = first.result()
         if not bool(xp.all(xp.isfinite(soft_max))):
@@ -385,12 +470,18 @@ def score_block(estimator, xp, sims, rows):
 
 
 def _scores(estimator, xp, sims):
-    """The scores of whole rows: ``s - bias`` (IS, NNN), CSLS's ``2 s - r_G - r_B``,
-    the DIS's gate, IS's probabilities."""
+    """The scores of whole rows: ``s - bias`` (IS, NNN, Centering), CSLS's
+    ``2 s - r_G - r_B``, the DIS's gate, IS's probabilities, DSL's weights, the
+    z-scores (z-norm) and their log normal probabilities (Gaussian MP)."""
     from ._csls import CSLS
+    from ._dual_softmax import DualSoftmax
     from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
 
     dtype = sims.dtype
+    if isinstance(estimator, DualSoftmax):
+        return _dual_softmax_scores(estimator, xp, sims)
+    if _is_standardised(estimator):
+        return _standardised_scores(estimator, xp, sims)
     if isinstance(estimator, CSLS):
         best = select_top_k(xp, sims, int(estimator.k))[0]
         own = xp.astype(xp.mean(xp.astype(best, estimator.bank_neighborhood_.dtype), axis=1), dtype)
@@ -407,3 +498,66 @@ def _scores(estimator, xp, sims):
         gate_open = xp.take(estimator.activated_, xp.argmax(sims, axis=1))
         scores = xp.where(gate_open[:, None], scores, sims)
     return scores
+
+
+def _standardised(xp, sims, mean, scale, dtype):
+    """``(sims - mean) / scale`` in ``dtype``, halved first so that no difference overflows."""
+    return ((xp.astype(sims, dtype) * 0.5 - xp.astype(mean * 0.5, dtype))
+            / xp.astype(scale * 0.5, dtype))
+
+
+def _standardised_scores(estimator, xp, sims):
+    """The z-norm's ``(s - mu_g) / sigma_g``, or the Gaussian MP's
+    ``log Phi(z_bank) + log Phi(z_row)`` with the row's own moments."""
+    from ._mutual_proximity import MutualProximity
+
+    if not isinstance(estimator, MutualProximity):
+        return _standardised(xp, sims, estimator.bank_mean_, estimator._bank_scale, sims.dtype)
+    wide = estimator.bank_mean_.dtype
+    rows = xp.astype(sims, wide)
+    row_mean = xp.mean(rows, axis=1, keepdims=True)
+    row_std = xp.sqrt(xp.mean((rows - row_mean) ** 2, axis=1, keepdims=True))
+    row_scale = xp.where(row_std > 0, row_std, xp.ones_like(row_std))
+    bank_z = _standardised(xp, sims, estimator.bank_mean_, estimator._bank_scale, wide)
+    row_z = _standardised(xp, sims, row_mean, row_scale, wide)
+    return xp.astype(log_ndtr(xp, bank_z) + log_ndtr(xp, row_z), sims.dtype)
+
+
+def log_ndtr(xp, z):
+    """``log Phi(z)``, the log of the standard normal CDF, finite far into both tails.
+
+    The standard has no error function: ``torch.special.log_ndtr`` on torch,
+    ``cupyx.scipy.special.log_ndtr`` on CuPy, and on the others SciPy's, on the host.
+    """
+    if namespace_name(xp) == "torch":
+        import torch
+
+        return torch.special.log_ndtr(z)
+    if namespace_name(xp) == "cupy":
+        from cupyx.scipy.special import log_ndtr as cupy_log_ndtr
+
+        return cupy_log_ndtr(z)
+    from scipy.special import log_ndtr as scipy_log_ndtr
+
+    from .._core._array_api import to_numpy
+
+    return xp.asarray(scipy_log_ndtr(to_numpy(z)), device=device(z))
+
+
+def _dual_softmax_scores(estimator, xp, sims):
+    """DSL's ``S exp((S - c_g) / T)``; where the weight alone overflows,
+    ``sign(S) exp(log|S| + (S - c_g) / T)`` (0 for ``S = 0``)."""
+    dtype, wide = sims.dtype, estimator.bank_soft_max_.dtype
+    with np.errstate(over="ignore", under="ignore"):
+        narrow = (np.float32 if dtype == xp.float32 else np.float64)(estimator.temperature)
+    if not 0 < narrow < np.inf and dtype != wide:  # T beyond float32's range
+        return xp.astype(_dual_softmax_scores(estimator, xp, xp.astype(sims, wide)), dtype)
+    exponent = (sims - xp.astype(estimator.bank_soft_max_, dtype)) / float(estimator.temperature)
+    weight = xp.exp(exponent)
+    scores = sims * weight
+    if bool(xp.all(xp.isfinite(weight))):
+        return scores
+    with np.errstate(divide="ignore"):  # log 0 where S = 0: replaced by 0 below
+        magnitude = xp.exp(xp.log(xp.abs(sims)) + exponent)
+    beyond = xp.where(sims == 0, xp.zeros_like(sims), magnitude * xp.sign(sims))
+    return xp.where(xp.isinf(weight), beyond, scores)

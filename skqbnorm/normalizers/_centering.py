@@ -76,7 +76,7 @@ class Centering(BiasFormMixin, QueryBankNormalizer):
     array([[0.4, 0.3]])
     """
 
-    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True)
+    capabilities = Capabilities(bias_form=True, index="bias", mergeable=True, array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,

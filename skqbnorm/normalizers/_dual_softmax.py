@@ -104,7 +104,8 @@ class DualSoftmax(QueryBankNormalizer):
     array([[0.3921, 0.2201]])
     """
 
-    capabilities = Capabilities(transductive=True, index="rerank", mergeable=True)
+    capabilities = Capabilities(transductive=True, index="rerank", mergeable=True,
+                                array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,

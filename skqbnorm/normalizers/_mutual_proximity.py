@@ -101,7 +101,7 @@ class QueryBankZNorm(QueryBankNormalizer):
     array([[0., 2.]])
     """
 
-    capabilities = Capabilities(index="rerank", mergeable=True)
+    capabilities = Capabilities(index="rerank", mergeable=True, array_api=True)
 
     def _reducers(self, n_bank, n_gallery, dtype):
         return [ColumnMoments(n_gallery)]
@@ -219,7 +219,8 @@ class MutualProximity(QueryBankNormalizer):
     array([[0.4167, 0.375 , 0.0208]])
     """
 
-    capabilities = Capabilities(whole_rows=True, index="rerank", mergeable=True)
+    capabilities = Capabilities(whole_rows=True, index="rerank", mergeable=True,
+                                array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -247,6 +248,11 @@ class MutualProximity(QueryBankNormalizer):
         else:
             self.sorted_bank_ = reducers[0].result()
             self._bank_ranks = ColumnRanks(self.sorted_bank_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.array_api_support = self.method == "gaussian"  # empiric: whole sorted columns
+        return tags
 
     def _row_state(self, sims, columns, state=None):
         """The row's moments (Gaussian) or its sorted values (empiric), chunk by chunk."""

@@ -1,6 +1,6 @@
-"""The bias-form normalisers on the array API path: scikit-learn's array API checks,
-equality with the NumPy path (fitted statistics, scores, top-k rankings) on the
-bundled data, memory bounded by working_memory, and the refusals."""
+"""The normalisers on the array API path: scikit-learn's array API checks, equality
+with the NumPy path (fitted statistics, scores, top-k rankings) on the bundled data,
+closed forms, memory bounded by working_memory, and the refusals."""
 
 from functools import partial
 
@@ -14,9 +14,13 @@ from sklearn.utils.estimator_checks import check_array_api_input
 
 from skqbnorm import (
     CSLS,
+    Centering,
+    DualSoftmax,
     DynamicInvertedSoftmax,
     InvertedSoftmax,
+    MutualProximity,
     NearestNeighborNormalization,
+    QueryBankZNorm,
 )
 from skqbnorm.catalogue import METHODS
 from skqbnorm.datasets import load_wordnet_revdict
@@ -33,6 +37,12 @@ SUPPORTED = [
     DynamicInvertedSoftmax(k=2),
     CSLS(k=1),
     NearestNeighborNormalization(k=1, alpha=0.75),
+    Centering(),
+    Centering(alpha=0.5),
+    QueryBankZNorm(),
+    MutualProximity(),
+    DualSoftmax(),
+    DualSoftmax(temperature=1.0),
 ]
 
 
@@ -44,7 +54,8 @@ def catalogue_classes():
 def test_the_catalogue_declares_the_device_methods():
     on_device = {cls.__name__ for cls in catalogue_classes() if cls.capabilities.array_api}
     assert on_device == {"InvertedSoftmax", "DynamicInvertedSoftmax", "CSLS",
-                         "NearestNeighborNormalization"}
+                         "NearestNeighborNormalization", "Centering", "QueryBankZNorm",
+                         "MutualProximity", "DualSoftmax"}
     for cls in catalogue_classes():
         assert cls().__sklearn_tags__().array_api_support is cls.capabilities.array_api
 
@@ -95,11 +106,22 @@ def revdict():
     return embeddings, data.query_gt
 
 
-SETTINGS = [InvertedSoftmax(), DynamicInvertedSoftmax(), CSLS(), NearestNeighborNormalization()]
+SETTINGS = [InvertedSoftmax(), DynamicInvertedSoftmax(), CSLS(), NearestNeighborNormalization(),
+            Centering(alpha=0.5), QueryBankZNorm(), MutualProximity(), DualSoftmax()]
 #: Largest difference of a score from the NumPy path's, by dtype: float32 products
 #: blocked otherwise round otherwise (a few ulps of similarities below 1).
 SCORE_TOLERANCE = {np.float32: 2e-5, np.float64: 1e-12}
-STATISTICS = ("bank_soft_max_", "bank_neighborhood_")
+#: The scores not in similarity units (z-scores, log probabilities, DSL's weighted
+#: similarities, which reach thousands) are held to the same tolerance relative to
+#: their magnitude, where it is above 1.
+RELATIVE_SCORES = (QueryBankZNorm, MutualProximity, DualSoftmax)
+STATISTICS = ("bank_soft_max_", "bank_neighborhood_", "bank_mean_", "bank_std_")
+
+
+def assert_scores_close(estimator, found, expected, dtype):
+    tolerance = SCORE_TOLERANCE[dtype]
+    relative = tolerance if isinstance(estimator, RELATIVE_SCORES) else 0
+    np.testing.assert_allclose(found, expected, rtol=relative, atol=tolerance)
 
 
 def same_top_k_share(found, expected):
@@ -128,10 +150,9 @@ def test_bundled_data_from_embeddings_equals_the_numpy_path(case, estimator, rev
             np.testing.assert_allclose(host(fitted), getattr(reference, name), rtol=0, atol=1e-6)
     assert indices.device == device and scores.dtype == xp.float32
     assert same_top_k_share(host(indices), expected_indices) >= 0.999
-    np.testing.assert_allclose(host(scores), expected_scores, rtol=0,
-                               atol=SCORE_TOLERANCE[np.float32])
-    np.testing.assert_allclose(host(transformed), reference.transform(
-        reference.similarities(embeddings["query"])), rtol=0, atol=SCORE_TOLERANCE[np.float32])
+    assert_scores_close(estimator, host(scores), expected_scores, np.float32)
+    assert_scores_close(estimator, host(transformed), reference.transform(
+        reference.similarities(embeddings["query"])), np.float32)
 
 
 @pytest.mark.parametrize("case", NAMESPACES)
@@ -149,10 +170,9 @@ def test_precomputed_similarities_equal_the_numpy_path(case, estimator, dtype, r
         transformed = model.transform(put(xp, device, query_sims))
         indices, scores = model.top_k(put(xp, device, query_sims), k=10)
     assert transformed.device == device and host(transformed).dtype == dtype
-    np.testing.assert_allclose(host(transformed), reference.transform(query_sims), rtol=0,
-                               atol=SCORE_TOLERANCE[dtype])
+    assert_scores_close(estimator, host(transformed), reference.transform(query_sims), dtype)
     assert same_top_k_share(host(indices), expected_indices) >= 0.999
-    np.testing.assert_allclose(host(scores), expected_scores, rtol=0, atol=SCORE_TOLERANCE[dtype])
+    assert_scores_close(estimator, host(scores), expected_scores, dtype)
     if hasattr(reference, "activated_"):
         np.testing.assert_array_equal(host(model.activated_), reference.activated_)
 
@@ -258,3 +278,97 @@ def test_probabilities_that_overflow_are_clipped_with_a_warning():
         with pytest.warns(RuntimeWarning, match="clipped"):
             scores = model.transform(put(xp, device, np.array([[10.0, 0.0, 0.0]])))
     assert host(scores)[0, 0] == np.finfo(np.float64).max
+
+
+# -- the normalisers of column moments and soft maxima, against closed forms ---------------
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+def test_bank_moments_are_the_columns_mean_and_population_std(case):
+    xp, device = namespace_and_device(case)
+    bank = np.random.default_rng(6).normal(loc=3.0, size=(400, 25))
+    bank[:, 3] = 0.25  # a constant column: std 0, divided by as 1
+    for memory in (0.002, 0.05, None):  # 1, 26 and all 400 rows a block
+        with dispatch():
+            model = QueryBankZNorm(working_memory=memory).fit(put(xp, device, bank))
+            centering = Centering(alpha=0.5, working_memory=memory).fit(put(xp, device, bank))
+        np.testing.assert_allclose(host(model.bank_mean_), bank.mean(axis=0), rtol=1e-13)
+        np.testing.assert_allclose(host(model.bank_std_), bank.std(axis=0), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(host(centering.gallery_bias()), 0.5 * bank.mean(axis=0),
+                                   rtol=1e-13)
+    assert host(model._bank_scale)[3] == 1.0
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+def test_gaussian_mutual_proximity_is_the_sum_of_two_log_normal_cdfs(case):
+    from scipy.special import log_ndtr
+    from scipy.stats import norm
+
+    xp, device = namespace_and_device(case)
+    rng = np.random.default_rng(7)
+    bank, queries = rng.normal(size=(200, 30)), rng.normal(size=(6, 30)) * 4
+    with dispatch():
+        model = MutualProximity(working_memory=0.01).fit(put(xp, device, bank))
+        scores = model.transform(put(xp, device, queries))
+    bank_z = (queries - bank.mean(axis=0)) / bank.std(axis=0)
+    row_z = (queries - queries.mean(axis=1, keepdims=True)) / queries.std(axis=1, keepdims=True)
+    expected = log_ndtr(bank_z) + log_ndtr(row_z)
+    np.testing.assert_allclose(host(scores), expected, rtol=1e-10)
+    assert np.all(np.isfinite(host(scores)))  # far in the tails too (z of about -10)
+    assert bank_z.min() < -8 and norm.logcdf(bank_z.min()) == pytest.approx(log_ndtr(bank_z.min()))
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+def test_dual_softmax_weights_by_the_columns_soft_maxima(case):
+    xp, device = namespace_and_device(case)
+    rng = np.random.default_rng(8)
+    bank, queries = rng.normal(size=(300, 20)), rng.normal(size=(5, 20))
+    temperature = 0.5
+    soft_max = temperature * logsumexp(bank / temperature, axis=0)
+    with dispatch():
+        model = DualSoftmax(temperature=temperature, working_memory=0.01).fit(put(xp, device, bank))
+        scores = model.transform(put(xp, device, queries))
+    np.testing.assert_allclose(host(model.bank_soft_max_), soft_max, rtol=1e-13)
+    np.testing.assert_allclose(host(scores), queries * np.exp((queries - soft_max) / temperature),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+def test_dual_softmax_weights_that_overflow_keep_the_finite_products(case):
+    xp, device = namespace_and_device(case)
+    bank = -np.ones((4, 3))  # soft maxima near -1: tiny similarities weigh exp(about 999)
+    queries = np.array([[0.0, 1e-300, -1e-300]])
+    temperature = 1e-3
+    with dispatch():
+        scores = DualSoftmax(temperature=temperature).fit(put(xp, device, bank)).transform(
+            put(xp, device, queries))
+    soft_max = temperature * logsumexp(bank / temperature, axis=0)
+    magnitude = np.exp(np.log(1e-300) + (1e-300 - soft_max[1]) / temperature)
+    np.testing.assert_allclose(host(scores), [[0.0, magnitude, -magnitude]], rtol=1e-12)
+    np.testing.assert_allclose(host(scores), DualSoftmax(temperature=temperature).fit(
+        bank).transform(queries), rtol=1e-12)
+
+
+def test_empiric_mutual_proximity_is_refused():
+    xp, device = namespace_and_device(("array_api_strict", "CPU_DEVICE"))
+    bank = put(xp, device, np.random.default_rng(9).normal(size=(20, 6)))
+    with dispatch(), pytest.raises(ValueError, match="method='empiric'"):
+        MutualProximity(method="empiric").fit(bank)
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+@pytest.mark.parametrize("estimator", [InvertedSoftmax(beta=5.0), DynamicInvertedSoftmax(k=3),
+                                       CSLS(k=3), NearestNeighborNormalization(k=3),
+                                       Centering(alpha=0.5)], ids=repr)
+def test_gallery_bias_stays_on_the_fitted_device(case, estimator):
+    xp, device = namespace_and_device(case)
+    bank = np.random.default_rng(10).normal(size=(60, 12))
+    expected = clone(estimator).fit(bank).gallery_bias()
+    with dispatch():
+        model = clone(estimator).fit(put(xp, device, bank))
+        bias = model.gallery_bias()
+    assert type(bias) is type(put(xp, device, bank)) and bias.device == device
+    assert bias.dtype == xp.float64
+    np.testing.assert_allclose(host(bias), expected, rtol=1e-12, atol=1e-15)
+    bias[0] = 1e9  # a copy: the fitted statistics do not change
+    np.testing.assert_allclose(host(model.gallery_bias()), expected, rtol=1e-12, atol=1e-15)
