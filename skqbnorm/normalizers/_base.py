@@ -1,6 +1,5 @@
 """QueryBankNormalizer: the contract every querybank normaliser follows."""
 
-import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -21,9 +20,22 @@ from .._validation import (
 from . import _array_api_path as array_api_path
 from ._capabilities import Capabilities
 from ._gallery_bank import GalleryBank, check_gallery_bank_use, reader
-from ._partial_fit import BankStream, MergeableOnly, ReducedBank
+from ._partial_fit import (
+    BankStream,
+    MergeableOnly,
+    ReducedBank,
+    check_same_params,
+    check_width,
+    fixed_params,
+    unchanged_on_error,
+    warn_if_fitted_by_fit,
+)
 from ._serving import ServingMixin
 from ._top_k import TopKMixin
+
+
+class BankTooSmall(ValueError):
+    """A querybank with fewer rows than the normaliser's ``k`` needs."""
 
 
 class BankPasses(NamedTuple):
@@ -203,20 +215,22 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None):
         """Append rows to the querybank and learn its statistics so far.
 
-        For the normalisers whose ``capabilities.mergeable`` is True (on the others
-        the attribute is absent: reading it raises a ``ValueError`` that says why).
-        Rows appended in any number of calls, of any sizes, give the fitted
-        attributes of one :meth:`fit` on the concatenated bank: bitwise for the
-        soft maxima, means, moments, top-k means and activation sets, whose
-        reductions are keyed by absolute bank row. The first call sets the form of
-        the bank (precomputed similarities, or embeddings with ``gallery``), its
-        width and its dtype; later calls must match them, and take the gallery from
-        the first call (``gallery`` may be omitted, or repeated unchanged). The
-        parameters may not change between calls. :meth:`fit` starts afresh and
-        keeps nothing to append to: a ``partial_fit`` after it starts a new bank
-        (with a warning). Between calls the normaliser keeps the merged reductions
-        (the size of its fitted statistics) and fewer than one group of bank rows
-        (a reduction tree's leaf, or in embedding mode one fixed matrix product);
+        For the normalisers whose ``capabilities.mergeable`` is True (on the others the
+        attribute is absent: reading it raises a ``ValueError`` that says why). Rows
+        appended in any number of calls, of any sizes (but the first call of a
+        normaliser whose ``k`` counts bank rows, CSLS or NNN, needs at least ``k`` rows,
+        as its ``fit`` does), give the fitted attributes of one :meth:`fit` on the
+        concatenated bank: bitwise for the soft maxima, means, moments, top-k means and
+        activation sets, whose reductions are keyed by absolute bank row. The first call
+        sets the form of the bank (precomputed similarities, or embeddings with
+        ``gallery``), its width and its dtype; later calls must match them, and take the
+        gallery from the first call (``gallery`` may be omitted, or repeated unchanged).
+        The parameters may not change between calls. :meth:`fit` starts afresh and keeps
+        nothing to append to: a ``partial_fit`` after it starts a new bank (with a
+        warning). A refused call changes nothing: the normaliser keeps the bank and the
+        fitted attributes it had. Between calls the normaliser keeps the merged
+        reductions (the size of its fitted statistics) and fewer than one group of bank
+        rows (a reduction tree's leaf, or in embedding mode one fixed matrix product);
         each call reads its rows in one job (a dask array's by dask's tasks).
 
         Parameters
@@ -254,37 +268,45 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         array_api_path.refuse_partial_fit(self, X, gallery, gallery_bank)
         self._check_target(y)
         check_gallery_bank_use(self, gallery_bank)
+        with unchanged_on_error(self):
+            self._append_rows(X, gallery, gallery_bank)
+        return self
+
+    def _append_rows(self, X, gallery, gallery_bank):
+        """partial_fit's work: append the rows and learn the fitted attributes anew."""
         streams = getattr(self, "_partial_streams", None)
         if streams is None:
-            if hasattr(self, "n_bank_"):
-                warnings.warn(
-                    f"{type(self).__name__} was fitted by fit, which keeps nothing to append "
-                    "rows to: partial_fit starts a new querybank from these rows. To grow a "
-                    "bank, give it to partial_fit from its first rows on.",
-                    UserWarning,
-                    stacklevel=2,
-                )
+            warn_if_fitted_by_fit(self, "n_bank_")
             streams, rows = self._first_streams(X, gallery)
         else:
-            self._check_same_params(streams)
+            check_same_params(streams["params"], fixed_params(self), type(self).__name__,
+                              "the merged statistics")
             self._check_same_gallery(gallery)
             rows = self._partial_rows(X, streams["querybank"])
-        self._check_sizes(streams["querybank"].n_rows + len(rows), self.n_features_in_)
+        self._check_bank_size(streams["querybank"].n_rows + len(rows), rows.shape)
         updated = {**streams, "querybank": streams["querybank"].appended(self, rows)}
         if gallery_bank is not None:
             updated["gallery_bank"] = self._appended_gallery_bank(gallery_bank, streams.get("gallery_bank"))
         self._learn_streams(updated)
         self._partial_streams = updated
-        return self
 
     def _first_streams(self, X, gallery):
         """The empty streams of a first partial_fit call (the gallery set from it), and its rows."""
         rows = self._probe(X, gallery).bank
         stream = BankStream("_reducers", self._probe_dtype(rows), self._input_dtype(rows),
                             rows.shape[1], "querybank")
-        params = {name: value for name, value in self.get_params(deep=False).items()
-                  if name not in ("working_memory", "n_jobs")}
-        return {"querybank": stream, "params": params}, rows
+        return {"querybank": stream, "params": fixed_params(self)}, rows
+
+    def _check_bank_size(self, n_bank, shape):
+        """``_check_sizes`` for partial_fit: a bank too small for ``k`` is the first call's."""
+        try:
+            self._check_sizes(n_bank, self.n_features_in_)
+        except BankTooSmall:
+            raise ValueError(
+                f"the first partial_fit call needs at least k={self.k} rows for "
+                f"{type(self).__name__}; got X of shape {tuple(shape)}. Give the first call "
+                f"at least {self.k} rows (later calls may be of any size), or lower k."
+            ) from None
 
     def _probe_dtype(self, rows):
         """The dtype of the similarity blocks of ``rows``, as ``_probe`` sets it."""
@@ -297,16 +319,6 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         if is_dask_array(rows):
             return np.dtype(np.float32 if rows.dtype == np.float32 else np.float64)
         return float_dtype(rows, name)
-
-    def _check_same_params(self, streams):
-        for name, value in streams["params"].items():
-            now = getattr(self, name)
-            if type(now) is not type(value) or now != value:
-                raise ValueError(
-                    f"{name}={now!r} differs from the {name}={value!r} of the first partial_fit "
-                    f"call: the merged statistics hold {name}={value!r}. Restore it, or fit "
-                    f"a new {type(self).__name__} on the whole querybank."
-                )
 
     def _check_same_gallery(self, gallery):
         if gallery is None:
@@ -332,13 +344,8 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
         embeddings = self.gallery_embeddings_ is not None
         width = self.gallery_embeddings_.shape[1] if embeddings else self.n_features_in_
         shape = getattr(X, "shape", None) if is_dask_array(X) else np.shape(X)
-        if shape is not None and len(shape) == 2 and shape[1] != width:
-            what = "embedding dimensions" if embeddings else "gallery items"
-            raise ValueError(
-                f"X has {shape[1]} features, but {type(self).__name__} is expecting {width} "
-                f"features as input: partial_fit got X of shape {tuple(shape)}, and the "
-                f"first call's rows had {width} columns ({what})."
-            )
+        check_width(type(self).__name__, shape, width,
+                    "embedding dimensions" if embeddings else "gallery items")
         if is_dask_array(X):
             if X.ndim != 2:
                 raise ValueError(f"Expected a 2D dask array, got {X.ndim}D with shape {X.shape}.")
@@ -471,7 +478,7 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
                 f"most {n_gallery} (n_features = {n_gallery})."
             )
         if bank and self.k > n_bank:
-            raise ValueError(
+            raise BankTooSmall(
                 f"k={self.k} is larger than the querybank: {shape}, so k must be at "
                 f"most {n_bank} (n_samples = {n_bank})."
             )

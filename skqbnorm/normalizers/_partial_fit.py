@@ -11,6 +11,7 @@ concatenated bank reduces its final, partial group.
 """
 
 import copy
+from contextlib import contextmanager
 from functools import update_wrapper
 from types import MethodType
 
@@ -18,6 +19,11 @@ import numpy as np
 
 from .._core import ProbeMatrix, alignment, reduce_rows
 from .._dask import is_dask_array, reduce_dask_bank
+from .._validation import warn_caller
+
+#: The parameters that may change between partial_fit calls: they change how the
+#: rows are read (memory per block, threads), never the merged statistics.
+FREE_PARAMS = ("working_memory", "n_jobs")
 
 
 class PartialFitRefused(AttributeError, ValueError):
@@ -68,6 +74,65 @@ def refusal(normalizer):
     if not capabilities.mergeable:
         return getattr(normalizer, "_not_mergeable_because", "its bank statistic is not a mergeable reduction")
     return normalizer._partial_fit_refusal()
+
+
+def fixed_params(estimator, prefix=""):
+    """The parameters of ``estimator`` that fix its merged statistics (all but
+    ``FREE_PARAMS``), their names under ``prefix``."""
+    return {f"{prefix}{name}": value for name, value in estimator.get_params(deep=False).items()
+            if name not in FREE_PARAMS}
+
+
+def check_same_params(first, now, owner, holder):
+    """Refuse a parameter of ``now`` that differs from the first call's (``first``).
+
+    ``owner`` names the estimator, ``holder`` what keeps the first call's values.
+    """
+    for name, value in first.items():
+        current = now.get(name)
+        if type(current) is not type(value) or current != value:
+            raise ValueError(
+                f"{name}={current!r} differs from the {name}={value!r} of the first partial_fit "
+                f"call: {holder} hold {name}={value!r}. Restore it, or fit a new {owner} on "
+                "the whole querybank."
+            )
+
+
+def warn_if_fitted_by_fit(estimator, fitted_attribute):
+    """Warn that a ``partial_fit`` after ``fit`` starts a new bank (``fitted_attribute``
+    is set by ``fit``, and no bank is being grown)."""
+    if hasattr(estimator, fitted_attribute):
+        warn_caller(
+            f"{type(estimator).__name__} was fitted by fit, which keeps nothing to append "
+            "rows to: partial_fit starts a new querybank from these rows. To grow a bank, "
+            "give it to partial_fit from its first rows on.",
+            UserWarning,
+        )
+
+
+def check_width(owner, shape, width, what):
+    """Refuse rows of ``shape`` whose width is not the first call's ``width`` (``what``
+    the columns are)."""
+    if shape is not None and len(shape) == 2 and shape[1] != width:
+        raise ValueError(
+            f"X has {shape[1]} features, but {owner} is expecting {width} features as input: "
+            f"partial_fit got X of shape {tuple(shape)}, and the first call's rows had "
+            f"{width} columns ({what})."
+        )
+
+
+@contextmanager
+def unchanged_on_error(estimator):
+    """Restore every attribute of ``estimator`` if the block raises: a refused call
+    changes nothing. The fitted attributes are replaced by each call, never
+    modified in place, so a shallow copy of them is enough."""
+    saved = dict(vars(estimator))
+    try:
+        yield
+    except BaseException:
+        vars(estimator).clear()
+        vars(estimator).update(saved)
+        raise
 
 
 class BankStream:

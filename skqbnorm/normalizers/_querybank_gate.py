@@ -29,7 +29,15 @@ from ..metrics._querybank import (
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
-from ._partial_fit import MergeableOnly, PartialFitRefused, refusal
+from ._partial_fit import (
+    MergeableOnly,
+    PartialFitRefused,
+    check_same_params,
+    check_width,
+    fixed_params,
+    refusal,
+    warn_if_fitted_by_fit,
+)
 from ._softmax import DynamicInvertedSoftmax
 
 
@@ -105,6 +113,10 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
         "max_ks": [Interval(Real, 0, 1, closed="right")],
         "max_outlier_share": [Interval(Real, 0, 1, closed="right")],
     }
+
+    #: partial_fit needs the queries to serve (``queries=``): a wrapper that grows a
+    #: bank from the rows alone (``LiveQueryBank``) cannot feed it.
+    _partial_fit_needs_queries = True
 
     def __init__(self, normalizer=None, *, depth=DEPTH, max_ks=MAX_KS,
                  max_outlier_share=MAX_OUTLIER_SHARE):
@@ -237,13 +249,7 @@ class QueryBankGate(MetaEstimatorMixin, TransformerMixin, BaseEstimator):
             )
         state = getattr(self, "_partial_state", None)
         if state is None:
-            if hasattr(self, "diagnostics_"):
-                warn_caller(
-                    "QueryBankGate was fitted by fit, which keeps nothing to append rows to: "
-                    "partial_fit starts a new querybank from these rows. To grow a bank, give "
-                    "it to partial_fit from its first rows on.",
-                    UserWarning,
-                )
+            warn_if_fitted_by_fit(self, "diagnostics_")
             normalizer = self._wrapped_normalizer()
             state = _GateBank.first(self, normalizer, X, queries).appended(X)
             fitted = clone(normalizer).partial_fit(X, y, gallery_bank=gallery_bank)
@@ -415,10 +421,6 @@ class _Unnormalized(BiasFormMixin, QueryBankNormalizer):
         out[...] = sims
 
 
-#: The wrapped normaliser's parameters that may change between partial_fit calls.
-_FREE_PARAMS = ("working_memory", "n_jobs")
-
-
 class _GateBank:
     """What the gate's diagnostics read of a growing bank of similarities.
 
@@ -469,13 +471,9 @@ class _GateBank:
 
     def appended(self, X):
         """A new bank holding this one's figures, then those of the rows ``X``."""
-        if _width_of(X) != self.n_gallery:
-            raise ValueError(
-                f"X has {_width_of(X)} features, but QueryBankGate is expecting "
-                f"{self.n_gallery} features as input: partial_fit got X of shape "
-                f"{tuple(np.shape(X))}, and the first call's rows had {self.n_gallery} "
-                "columns (gallery items)."
-            )
+        _width_of(X)
+        check_width("QueryBankGate", X.shape if is_dask_array(X) else np.shape(X), self.n_gallery,
+                    "gallery items")
         grown = copy.copy(self)
         top1, deep, activated = [self.bank_top1], [self.bank_deep], self.activated.copy()
         for block in _numpy_blocks(X):
@@ -502,14 +500,7 @@ class _GateBank:
                                 max_outlier_share=max_outlier_share)
 
     def check_same_params(self, gate):
-        now = _params_of(gate)
-        for name, value in self.params.items():
-            if type(now.get(name)) is not type(value) or now.get(name) != value:
-                raise ValueError(
-                    f"{name}={now.get(name)!r} differs from the {name}={value!r} of the first "
-                    f"partial_fit call: the gate's figures hold {name}={value!r}. Restore it, "
-                    "or fit a new QueryBankGate on the whole querybank."
-                )
+        check_same_params(self.params, _params_of(gate), "QueryBankGate", "the gate's figures")
 
     def check_same_queries(self, queries):
         queries = _checked_sims(queries, "queries")
@@ -535,9 +526,7 @@ def _params_of(gate):
     normalizer = gate._wrapped_normalizer()
     params = {name: getattr(gate, name) for name in ("depth", "max_ks", "max_outlier_share")}
     params["normalizer"] = type(normalizer)
-    params.update({f"normalizer__{name}": value
-                   for name, value in normalizer.get_params(deep=False).items()
-                   if name not in _FREE_PARAMS})
+    params.update(fixed_params(normalizer, prefix="normalizer__"))
     return params
 
 

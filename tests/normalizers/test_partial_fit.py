@@ -1,5 +1,6 @@
 """partial_fit: a querybank appended in any number of calls equals one fit on all of it."""
 
+import copy
 import itertools
 import numbers
 import pickle
@@ -244,8 +245,69 @@ def test_fit_resets_and_a_later_partial_fit_starts_a_new_bank():
 
 
 def test_k_is_checked_against_the_bank_so_far():
-    with pytest.raises(ValueError, match="k=3 is larger than the querybank"):
+    with pytest.raises(ValueError, match=r"the first partial_fit call needs at least k=3 rows "
+                                         r"for NearestNeighborNormalization; got X of shape \(2, 4\)"):
         NearestNeighborNormalization(k=3).partial_fit(np.zeros((2, 4)))
+    live = NearestNeighborNormalization(k=3).partial_fit(np.ones((3, 4)))
+    live.partial_fit(np.zeros((1, 4)))  # later calls: any size
+    assert live.n_bank_ == 4
+
+
+def snapshot(estimator):
+    """Every attribute of ``estimator``, deep-copied."""
+    return copy.deepcopy(vars(estimator))
+
+
+def assert_unchanged(estimator, before):
+    after = vars(estimator)
+    assert after.keys() == before.keys()
+    for name, value in before.items():
+        if isinstance(value, np.ndarray):
+            assert_array_equal(after[name], value, err_msg=name, strict=True)
+        elif name != "_partial_streams":
+            assert after[name] == value, name
+        else:
+            assert after[name] is not None
+
+
+@pytest.mark.parametrize(("n_rows", "gallery_shape", "message"), [
+    (5, (40, 8), "needs at least k=10 rows"),  # refused after the new gallery is read
+    (50, (40, 9), "must have the same dimension"),
+    (50, None, "larger than the gallery"),  # similarities to 8 items: k=10 > 8
+])
+def test_a_refused_first_call_leaves_a_fitted_normaliser_as_it_was(n_rows, gallery_shape, message):
+    # A first partial_fit after fit, refused: the fit still serves, as before.
+    rng = np.random.default_rng(4)
+    bank, gallery, queries = rng.normal(size=(300, 8)), rng.normal(size=(100, 8)), rng.normal(size=(3, 8))
+    fitted = CSLS(k=10).fit(bank, gallery=gallery)
+    reference = CSLS(k=10).fit(bank, gallery=gallery)
+    before = snapshot(fitted)
+    new_gallery = None if gallery_shape is None else rng.normal(size=gallery_shape)
+    with pytest.warns(UserWarning, match="was fitted by fit"), pytest.raises(ValueError, match=message):
+        fitted.partial_fit(bank[:n_rows], gallery=new_gallery)
+    assert_unchanged(fitted, before)
+    for mine, theirs in zip(fitted.top_k(queries=queries, k=3), reference.top_k(queries=queries, k=3)):
+        assert_array_equal(mine, theirs)
+
+
+def test_a_refused_later_call_leaves_the_streams_as_they_were():
+    rng = np.random.default_rng(5)
+    bank, gallery = rng.normal(size=(60, 6)), rng.normal(size=(30, 6))
+    live = DualInvertedSoftmax().partial_fit(bank[:20], gallery=gallery, gallery_bank=bank[:5])
+    before = snapshot(live)
+    with pytest.raises(ValueError, match="gallery_bank"):  # the querybank rows pass, the gallery bank's do not
+        live.partial_fit(bank[20:], gallery_bank=rng.normal(size=(4, 7)))
+    assert_unchanged(live, before)
+    live.partial_fit(bank[20:], gallery_bank=bank[5:10])
+    assert_same_state(live, DualInvertedSoftmax().fit(bank, gallery=gallery, gallery_bank=bank[:10]))
+
+
+def test_the_new_bank_warning_points_at_the_caller():
+    bank = np.random.default_rng(6).normal(size=(20, 4))
+    fitted = InvertedSoftmax().fit(bank)
+    with pytest.warns(UserWarning, match="was fitted by fit") as record:
+        fitted.partial_fit(bank)
+    assert [warning.filename for warning in record] == [__file__]
 
 
 def test_the_base_docstring_documents_partial_fit():

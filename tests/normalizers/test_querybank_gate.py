@@ -358,8 +358,9 @@ def test_fit_starts_afresh_and_partial_fit_after_fit_starts_a_new_bank():
     gate = QueryBankGate().partial_fit(bank[:200], queries=queries)
     gate.fit(bank[200:], queries=queries)
     assert gate.diagnostics_.n_bank == 400 and not hasattr(gate, "_partial_state")
-    with pytest.warns(UserWarning, match="starts a new querybank"):
+    with pytest.warns(UserWarning, match="starts a new querybank") as record:
         gate.partial_fit(bank[:50], queries=queries)
+    assert {w.filename for w in record if w.category is UserWarning} == {__file__}
     assert_same_gate(gate, QueryBankGate().fit(bank[:50], queries=queries))
 
 
@@ -376,10 +377,10 @@ def test_live_bank_and_index_refuse_a_gate_by_name():
     the index on embeddings): the gate's partial_fit says what it needs."""
     rng = np.random.default_rng(10)
     bank, gallery = rng.normal(size=(60, 8)), rng.normal(size=(30, 8))
-    with pytest.raises(ValueError, match="needs the queries to serve"):
+    refusal = r"QueryBankGate\(\.\.\.\) cannot follow the traffic: its partial_fit needs the queries"
+    with pytest.raises(ValueError, match=refusal):
         LiveQueryBank(QueryBankGate(CSLS(k=3))).fit(bank @ gallery.T)
-    live = LiveQueryBank(QueryBankGate(CSLS(k=3))).fit(gallery=gallery)
-    with pytest.raises(PartialFitRefused, match="on embeddings"):
-        live.top_k(queries=bank[:5], k=2)
+    with pytest.raises(ValueError, match=refusal):  # at fit, not at its first growth
+        LiveQueryBank(QueryBankGate(CSLS(k=3))).fit(gallery=gallery)
     with pytest.raises(PartialFitRefused, match="on embeddings"):
         NormalizedIndex(QueryBankGate(CSLS(k=3)), "Flat").partial_fit(bank, gallery=gallery)
