@@ -25,7 +25,9 @@ class LiveQueryBank(MetaEstimatorMixin, BaseEstimator):
     The bank grows by the normaliser's ``partial_fit``, so only the normalisers
     whose bank statistic merges are accepted (``capabilities.mergeable``: IS, DIS,
     CSLS, NNN, Centering, z-norm, Gaussian mutual proximity, DSL and the dual-bank
-    inverted softmaxes); the others are refused by name. After any number of
+    inverted softmaxes); the others are refused by name, as is a
+    :class:`~skqbnorm.QueryBankGate`, whose ``partial_fit`` needs the queries to
+    serve alongside the bank rows. After any number of
     calls, ``normalizer_`` holds the attributes of one ``fit`` on the bank rows so
     far, bitwise where that normaliser's ``partial_fit`` is.
 
@@ -338,6 +340,15 @@ def check_mergeable(normalizer):
             f"normalizer={type(normalizer).__name__}(...) cannot follow the traffic: a live "
             f"querybank grows by partial_fit. {error}"
         ) from None
+    if getattr(normalizer, "_partial_fit_needs_queries", False):
+        raise ValueError(
+            f"normalizer={type(normalizer).__name__}(...) cannot follow the traffic: its "
+            "partial_fit needs the queries to serve, to check the bank against them, and a "
+            "live querybank has no such queries apart from its bank (the queries it serves "
+            "become the bank). Give LiveQueryBank the normaliser itself, and check a bank "
+            "against its queries with QueryBankGate(...).fit(bank, queries=...) or "
+            "skqbnorm.metrics.querybank_diagnostics."
+        )
 
 
 def raw_top_k(sims, k, return_scores):

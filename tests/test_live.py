@@ -15,6 +15,7 @@ from skqbnorm import (
     LiveQueryBank,
     MutualProximity,
     NearestNeighborNormalization,
+    QueryBankGate,
     QueryBankZNorm,
     SinkhornNormalization,
 )
@@ -180,6 +181,17 @@ def test_a_bank_that_cannot_grow_is_refused_by_name(normalizer):
     name = type(normalizer).__name__
     with pytest.raises(ValueError, match=rf"normalizer={name}\(\.\.\.\) cannot follow the traffic"):
         LiveQueryBank(normalizer).fit()
+
+
+@pytest.mark.parametrize("form", ["similarities", "embeddings"])
+def test_a_gate_is_refused_at_fit_with_the_reason(form, rng):
+    # Accepted, it would fail at the bank's first growth, queries later.
+    gallery = rng.normal(size=(30, 8))
+    start = {"X": rng.normal(size=(40, 30))} if form == "similarities" else {"gallery": gallery}
+    with pytest.raises(ValueError, match=r"normalizer=QueryBankGate\(\.\.\.\) cannot follow the "
+                                         r"traffic: its partial_fit needs the queries to serve.*"
+                                         r"Give LiveQueryBank the normaliser itself"):
+        LiveQueryBank(QueryBankGate(CSLS(k=3)), min_bank_rows=50).fit(**start)
 
 
 def test_bad_input_names_the_parameter_and_the_shapes(stream, rng):
