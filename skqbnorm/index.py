@@ -14,6 +14,7 @@ so skqbnorm does not need it otherwise.
 import contextlib
 import copy
 import re
+import weakref
 from numbers import Integral
 
 import numpy as np
@@ -230,7 +231,10 @@ class NormalizedIndex(BaseEstimator):
         then answers as one built anew on the grown normaliser. Only the normalisers
         whose ``capabilities.mergeable`` is True grow this way; a normaliser fitted
         by ``fit`` (as :meth:`fit` given ``X`` fits one) starts a new bank at its
-        first ``partial_fit``, with a warning.
+        first ``partial_fit``, with a warning. A :class:`~skqbnorm.QueryBankGate`
+        never grows this way: its ``partial_fit`` takes the bank's similarities to
+        the gallery, not embeddings, so the call is refused; build the index with
+        :meth:`fit` on the whole querybank instead.
 
         Parameters
         ----------
@@ -270,7 +274,7 @@ class NormalizedIndex(BaseEstimator):
         if not hasattr(self, "index_"):
             self._validate_params()
             normalizer = clone(self.normalizer).partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
-            self._source_gallery = None
+            self._source_gallery, self._serves_fitted_normalizer = None, False
             self._build(self._checked_serving(index_serving(normalizer)).check())
             return self
         self.normalizer_.partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
@@ -298,7 +302,9 @@ class NormalizedIndex(BaseEstimator):
         ``refresh_in_place_`` says which applies; a new gallery, or a change
         between a bias form and a reranked normaliser (a gate that opened or
         closed), rebuilds it too. The gallery array must not have been modified in
-        place since the index was built.
+        place since the index was built. An index that fitted its own normaliser
+        (``fit(X, ...)`` or :meth:`partial_fit`) is refused with a ``ValueError``:
+        grow it with :meth:`partial_fit`.
 
         Returns
         -------
@@ -322,6 +328,13 @@ class NormalizedIndex(BaseEstimator):
         True
         """
         check_is_fitted(self)
+        if not self._serves_fitted_normalizer:
+            raise ValueError(
+                "refresh() is for an index built by fit() from a fitted normalizer: this "
+                "index fitted its own normaliser (fit(X, ...) or partial_fit), which refresh() "
+                "does not read. Grow its bank with partial_fit(X), or build the index with "
+                "fit() from the normaliser you grow."
+            )
         check_is_fitted(self.normalizer)
         self._refresh(self._own_copy(index_serving(self.normalizer)))
         return self
@@ -386,11 +399,12 @@ class NormalizedIndex(BaseEstimator):
         memo = {}
         new = serving.normalizer.gallery_embeddings_
         indexed = self.normalizer_.gallery_embeddings_
+        source = None if self._source_gallery is None else self._source_gallery()
         if (new is not None and new.shape == indexed.shape and new.dtype == indexed.dtype
-                and (new is self._source_gallery or np.array_equal(new, indexed))):
+                and (new is source or np.array_equal(new, indexed))):
             memo[id(new)] = indexed
         copied = copy.deepcopy(serving, memo)
-        self._source_gallery = new
+        self._source_gallery = _weak(new)
         return self._checked_serving(copied)
 
     def _training_error(self, n_gallery, n_training, error):
@@ -417,12 +431,22 @@ class NormalizedIndex(BaseEstimator):
             check_is_fitted(self.normalizer)
             # The index's own copy: a refit of the caller's normaliser leaves it alone.
             serving = index_serving(self.normalizer)
-            self._source_gallery = serving.normalizer.gallery_embeddings_
-            serving = copy.deepcopy(serving)
+            gallery = serving.normalizer.gallery_embeddings_
+            # Only whether the caller's gallery is still this array: the index
+            # does not keep a replaced gallery alive.
+            self._source_gallery = _weak(gallery)
+            self._serves_fitted_normalizer = True
+            # The gallery array is shared, not copied (it may be large, and a refit
+            # replaces it rather than writing into it): one copy in memory and in a pickle.
+            serving = copy.deepcopy(serving, {id(gallery): gallery})
         else:
-            self._source_gallery = None
+            self._source_gallery, self._serves_fitted_normalizer = None, False
             serving = index_serving(clone(self.normalizer).fit(X, y, gallery=gallery, gallery_bank=gallery_bank))
         return self._checked_serving(serving)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        return {**state, "_source_gallery": None} if "_source_gallery" in state else state
 
     @staticmethod
     def _checked_serving(serving):
@@ -603,6 +627,11 @@ class NormalizedIndex(BaseEstimator):
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores
+
+
+def _weak(array):
+    """A weak reference to ``array``, or None."""
+    return None if array is None else weakref.ref(array)
 
 
 def bias_storage(faiss, index):

@@ -5,6 +5,7 @@ index is also checked against the normaliser's exact ``top_k``.
 """
 
 import contextlib
+import pickle
 
 import numpy as np
 import pytest
@@ -205,3 +206,31 @@ def test_refresh_and_partial_fit_refusals(data):
     with pytest.raises(ValueError, match="X has 3 features"):
         index.partial_fit(data["bank"][50:, :3])
     assert index.normalizer_.n_bank_ == 50
+
+
+@pytest.mark.parametrize("build", ["fit(X)", "partial_fit"])
+def test_refresh_refuses_an_index_that_fitted_its_own_normalizer(build, data):
+    index = NormalizedIndex(InvertedSoftmax())
+    if build == "fit(X)":
+        index.fit(data["bank"], gallery=data["gallery"])
+    else:
+        index.partial_fit(data["bank"], gallery=data["gallery"])
+    with pytest.raises(ValueError, match=r"refresh\(\) is for an index built by fit\(\) from a "
+                                         r"fitted normalizer.*Grow its bank with partial_fit"):
+        index.refresh()
+
+
+def test_an_index_of_a_fitted_normalizer_pickles_its_gallery_once(data):
+    normalizer = InvertedSoftmax().partial_fit(data["bank"][:100], gallery=data["gallery"])
+    index = NormalizedIndex(normalizer, "Flat").fit()
+    own = NormalizedIndex(InvertedSoftmax(), "Flat").fit(data["bank"][:100], gallery=data["gallery"])
+    # fit() also pickles its parameter, the caller's normaliser: its bank statistics
+    # (one float per gallery item), not a second gallery.
+    extra = len(pickle.dumps(index)) - len(pickle.dumps(own))
+    assert extra < data["gallery"].nbytes / 2
+    restored = pickle.loads(pickle.dumps(index))
+    assert restored.normalizer_.gallery_embeddings_ is restored.normalizer.gallery_embeddings_
+    restored.normalizer.partial_fit(data["bank"][100:])
+    restored.refresh()
+    normalizer.partial_fit(data["bank"][100:])
+    assert_same_answers(restored, NormalizedIndex(normalizer, "Flat").fit(), data["queries"], "Flat")
