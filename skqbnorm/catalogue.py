@@ -398,9 +398,10 @@ def _check_reranker(cls):
     if missing:
         raise TypeError(f"The reranker {cls.__name__} has no {' or '.join(missing)}; a reranker "
                         "is a scikit-learn estimator with fit(X, y, groups) and fit_predict.")
-    if "groups" not in inspect.signature(cls.fit_predict).parameters:
-        raise ValueError(f"The reranker {cls.__name__}.fit_predict takes no groups; a reranker "
-                         "reranks each list (group) of items apart.")
+    for method in ("fit", "fit_predict"):
+        if "groups" not in inspect.signature(getattr(cls, method)).parameters:
+            raise ValueError(f"The reranker {cls.__name__}.{method} takes no groups; a reranker "
+                             "reranks each list (group) of items apart.")
     required = [name for name, parameter in inspect.signature(cls).parameters.items()
                 if parameter.default is inspect.Parameter.empty
                 and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL,

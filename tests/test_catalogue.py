@@ -232,6 +232,11 @@ class NoGroups(ShrinkToListMean):
         return self.fit(X, y).scores_
 
 
+class FitTakesNoGroups(ShrinkToListMean):
+    def fit(self, X, y):
+        return super().fit(X, y)
+
+
 class NeedsShrinkage(ShrinkToListMean):
     def __init__(self, shrinkage, n_jobs=None):
         super().__init__(shrinkage, n_jobs)
@@ -245,6 +250,7 @@ class NoFitPredict:
 @pytest.mark.parametrize(("entry", "error", "message"), [
     (NoFitPredict, TypeError, "NoFitPredict has no fit_predict or get_params"),
     (NoGroups, ValueError, "NoGroups.fit_predict takes no groups"),
+    (FitTakesNoGroups, ValueError, "FitTakesNoGroups.fit takes no groups"),
     (NeedsShrinkage, ValueError, r"parameters without a default \['shrinkage'\]"),
     (InvertedSoftmax, TypeError, "catalogue.Method"),
     (KReciprocalReranker(), TypeError, "or a reranker class"),
