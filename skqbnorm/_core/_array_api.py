@@ -10,6 +10,8 @@ and device of their inputs (torch, CuPy, ``array-api-strict``) through
 import numpy as np
 from sklearn import get_config
 
+from ._memory import DEFAULT_WORKING_MEMORY
+
 _MISSING_COMPAT = (
     "array_api_dispatch=True needs the array-api-compat package, which is not installed: "
     "pip install array-api-compat (scikit-learn's array API support needs it too)."
@@ -122,6 +124,73 @@ def to_namespace(array, xp, on_device):
     return xp.asarray(array, device=on_device)
 
 
+#: The ``working_memory`` default, in MiB, of namespaces that compute on the host CPU
+#: (torch CPU tensors, array-api-strict): their blocks are products of the namespace's
+#: own, each a call with its own overhead, so they take larger blocks than the NumPy path.
+HOST_DEVICE_WORKING_MEMORY = 256
+
+#: On an accelerator, the share of its free memory that the blocks may take by default,
+#: and the most they take (MiB), whatever the device has free.
+DEVICE_MEMORY_SHARE = 0.25
+DEVICE_WORKING_MEMORY_CAP = 4096
+
+
+def device_working_memory(xp, on_device, working_memory=None):
+    """The memory budget, in MiB, of the blocks of a computation on ``on_device``.
+
+    An explicit ``working_memory`` is returned unchanged. Otherwise, on a CUDA device
+    of torch or CuPy: a quarter of the device's free memory (CuPy's pool counted as
+    free), at most 4096 MiB and at least the host default; on anything else (torch
+    CPU tensors, array-api-strict, devices whose free memory is not known): 256 MiB.
+
+    Parameters
+    ----------
+    xp : module
+        The namespace of the computation.
+    on_device : device
+        Its device.
+    working_memory : float or None, default=None
+        The estimator's ``working_memory``, in MiB.
+
+    Returns
+    -------
+    budget : float
+        MiB that the blocks of one computation may hold at once.
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from skqbnorm._core._array_api import device_working_memory
+    >>> device_working_memory(xp, xp.Device("CPU_DEVICE"))
+    256
+    >>> device_working_memory(xp, xp.Device("CPU_DEVICE"), working_memory=2)
+    2
+    """
+    if working_memory is not None:
+        return working_memory
+    free = free_device_memory(xp, on_device)
+    if free is None:
+        return HOST_DEVICE_WORKING_MEMORY
+    share = DEVICE_MEMORY_SHARE * free / 2**20
+    return max(DEFAULT_WORKING_MEMORY, min(DEVICE_WORKING_MEMORY_CAP, share))
+
+
+def free_device_memory(xp, on_device):
+    """Bytes free on a CUDA device of torch or CuPy, or None (a CPU, or not known)."""
+    name = namespace_name(xp)
+    if name == "torch" and getattr(on_device, "type", None) == "cuda":
+        import torch
+
+        return torch.cuda.mem_get_info(on_device)[0]
+    if name == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(getattr(on_device, "id", on_device)):
+            free = cupy.cuda.runtime.memGetInfo()[0]
+            return free + cupy.get_default_memory_pool().free_bytes()
+    return None
+
+
 def top_k(xp, values, k, axis=-1):
     """The ``k`` largest entries along ``axis``, best first: ``(values, indices)``.
 
@@ -185,3 +254,29 @@ def check_finite(xp, block, rows, name, **naming):
         from ._finite import check_finite_block
 
         check_finite_block(to_numpy(block), rows, name=name, **naming)
+
+
+class FiniteFlag:
+    """Whether every block seen so far is finite, kept on the device: adding a block
+    queues a reduction without waiting for it, and ``bool(flag)`` waits once.
+
+    Examples
+    --------
+    >>> import array_api_strict as xp
+    >>> from skqbnorm._core._array_api import FiniteFlag
+    >>> flag = FiniteFlag(xp, xp.Device("CPU_DEVICE"))
+    >>> flag.add(xp.asarray([1.0, 2.0])); bool(flag)
+    True
+    >>> flag.add(xp.asarray([xp.nan])); bool(flag)
+    False
+    """
+
+    def __init__(self, xp, on_device):
+        self.xp = xp
+        self.finite = xp.asarray(True, device=on_device)
+
+    def add(self, block):
+        self.finite = self.finite & self.xp.all(self.xp.isfinite(block))
+
+    def __bool__(self):
+        return bool(self.finite)

@@ -1,8 +1,8 @@
 """The metrics of score matrices on the scores' own namespace and device (array API dispatch).
 
 The ranks and the k-occurrence are computed on the device, a block of query rows at a
-time; what they summarise (R@K, MdR, MnR) is reduced there too and returned as Python
-floats, as on the NumPy path.
+time (blocks of the device's own size, ``device_working_memory``); what they summarise
+(R@K, MdR, MnR) is reduced there too and returned as Python floats, as on the NumPy path.
 """
 
 import numpy as np
@@ -13,6 +13,7 @@ from .._core._array_api import (
     check_finite,
     check_matrix,
     device,
+    device_working_memory,
     max_float,
     to_namespace,
     to_numpy,
@@ -46,7 +47,7 @@ def correct_item_ranks(xp, sims, gt, ties, check_gt):
         relevant_rows = to_namespace(relevant, xp, where)
         best = xp.max(xp.where(relevant_rows, sims, xp.full_like(sims, -xp.inf)), axis=1)
     rank_dtype = max_float(xp, where)
-    step = rows_per_chunk(sims.shape[1], 1, n_buffers=2)
+    step = rows_per_chunk(sims.shape[1], 1, device_working_memory(xp, where), n_buffers=2)
     ranks = [_block_ranks(xp, sims[rows, :], best[rows, None], ties,
                           None if relevant_rows is None else relevant_rows[rows, :], rank_dtype)
              for rows in gen_batches(sims.shape[0], step)]
@@ -120,7 +121,7 @@ def k_occurrence(xp, sims, k):
     where = device(sims)
     items = xp.arange(n_gallery, device=where)
     counts = xp.zeros(n_gallery, dtype=xp.int64, device=where)
-    step = rows_per_chunk(n_gallery, 8, n_buffers=4)
+    step = rows_per_chunk(n_gallery, 8, device_working_memory(xp, where), n_buffers=4)
     for rows in gen_batches(sims.shape[0], step):
         _, best = top_k(xp, sims[rows, :], k)
         for rank in range(k):

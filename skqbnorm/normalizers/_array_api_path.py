@@ -9,6 +9,11 @@ column statistics are combined block by block (a log-sum-exp with a running
 maximum, a running top k, running sums and moments), in float64 where the device has it and in float32 where
 it has not, and the fitted statistics stay on the input's device. A normaliser
 fitted here serves only inputs of the same namespace and device.
+
+Without a ``working_memory``, the blocks take the device's own budget
+(``device_working_memory``: a share of a GPU's free memory, or a larger default than
+the host's for CPU-backed namespaces). Finiteness is checked on the device and read
+once per call, so that blocks do not wait on the host one by one.
 """
 
 import warnings
@@ -19,10 +24,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._core import rows_per_chunk
 from .._core._array_api import (
+    FiniteFlag,
     check_finite,
     check_matrix,
     compat,
     device,
+    device_working_memory,
     dispatch_enabled,
     max_float,
     namespace,
@@ -147,7 +154,6 @@ def fit(estimator, X, y, gallery, gallery_bank):
     where = device(bank)
     if gallery is None:
         estimator.gallery_embeddings_ = None
-        blocks = _similarity_blocks(bank, None, estimator)
         n_gallery = bank.shape[1]
     else:
         gallery = xp.asarray(gallery, device=where)  # a NumPy gallery follows the bank
@@ -161,16 +167,20 @@ def fit(estimator, X, y, gallery, gallery_bank):
         gallery = xp.astype(gallery, dtype)
         bank = xp.astype(bank, dtype)
         estimator.gallery_embeddings_ = gallery
-        blocks = _similarity_blocks(bank, gallery, estimator)
         n_gallery = gallery.shape[0]
     n_bank = bank.shape[0]
     estimator._set_n_gallery(n_gallery)
     estimator._check_sizes(n_bank, n_gallery)
     statistics = _statistics(estimator, xp, n_gallery, max_float(xp, where), where)
-    for rows, block in blocks:
-        check_finite(xp, block, rows, "querybank")
-        for statistic in statistics:
-            statistic.update(block)
+    finite = FiniteFlag(xp, where)
+    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: non-finite named below
+        for _, block in _similarity_blocks(bank, gallery, estimator):
+            finite.add(block)
+            for statistic in statistics:
+                statistic.update(block)
+    if not finite:
+        for rows, block in _similarity_blocks(bank, gallery, estimator):
+            check_finite(xp, block, rows, "querybank")
     _learn(estimator, xp, statistics)
     estimator.n_bank_ = n_bank
     return estimator
@@ -181,7 +191,8 @@ def _similarity_blocks(bank, gallery, estimator):
     xp = compat().array_namespace(bank)
     n_gallery = bank.shape[1] if gallery is None else gallery.shape[0]
     itemsize = 8 if max_float(xp, device(bank)) == xp.float64 else 4
-    step = rows_per_chunk(n_gallery, itemsize, estimator.working_memory, N_BUFFERS)
+    budget = device_working_memory(xp, device(bank), estimator.working_memory)
+    step = rows_per_chunk(n_gallery, itemsize, budget, N_BUFFERS)
     for rows in gen_batches(bank.shape[0], step):
         if gallery is None:
             yield rows, bank[rows, :]
@@ -369,11 +380,14 @@ def _learn(estimator, xp, statistics):
 
 def transform(estimator, X):
     """Normalised scores of the query similarities ``X``, on their device, in their dtype."""
-    xp, _ = _same_namespace(estimator, "transform", X)
+    xp, where = _same_namespace(estimator, "transform", X)
     sims = _query_sims(estimator, xp, X)
-    step = rows_per_chunk(sims.shape[1], 8, estimator.working_memory, N_BUFFERS)
-    blocks = [score_block(estimator, xp, sims[rows, :], rows)
-              for rows in gen_batches(sims.shape[0], step)]
+    budget = device_working_memory(xp, where, estimator.working_memory)
+    batches = list(gen_batches(sims.shape[0], rows_per_chunk(sims.shape[1], 8, budget, N_BUFFERS)))
+    finite = FiniteFlag(xp, where)
+    blocks = [_unchecked_scores(estimator, xp, sims[rows, :], finite) for rows in batches]
+    if not finite:  # name a bad similarity, or clip or refuse the scores that overflow
+        blocks = [score_block(estimator, xp, sims[rows, :], rows) for rows in batches]
     return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=0)
 
 
@@ -392,7 +406,7 @@ def top_k(estimator, X, queries, chunks, k, return_scores):
             f"{type(estimator).__name__}.top_k(chunks=...) reads NumPy chunks on the host; "
             "on the array API path pass X (query similarities) or queries (embeddings)."
         )
-    xp, _ = _same_namespace(estimator, "top_k", X if queries is None else queries)
+    xp, where = _same_namespace(estimator, "top_k", X if queries is None else queries)
     if X is not None:
         sims = _query_sims(estimator, xp, X)
 
@@ -408,13 +422,17 @@ def top_k(estimator, X, queries, chunks, k, return_scores):
             return prepared[rows, :] @ gallery_t
 
         n_queries = prepared.shape[0]
-    step = rows_per_chunk(estimator.n_features_in_, 8, estimator.working_memory, N_BUFFERS)
-    indices, scores = [], []
-    for rows in gen_batches(n_queries, step):
-        best, found = select_top_k(xp, score_block(estimator, xp, read(rows), rows), k)
-        indices.append(found)
-        scores.append(best)
-    return xp.concat(indices, axis=0), xp.concat(scores, axis=0)
+    budget = device_working_memory(xp, where, estimator.working_memory)
+    batches = list(gen_batches(n_queries, rows_per_chunk(estimator.n_features_in_, 8, budget,
+                                                         N_BUFFERS)))
+    finite = FiniteFlag(xp, where)
+    found = [select_top_k(xp, _unchecked_scores(estimator, xp, read(rows), finite), k)
+             for rows in batches]
+    if not finite:  # name a bad similarity, or clip or refuse the scores that overflow
+        found = [select_top_k(xp, score_block(estimator, xp, read(rows), rows), k)
+                 for rows in batches]
+    return (xp.concat([indices for _, indices in found], axis=0),
+            xp.concat([best for best, _ in found], axis=0))
 
 
 def _query_sims(estimator, xp, X):
@@ -444,8 +462,17 @@ def _query_embeddings(estimator, xp, queries):
     return xp.astype(queries, xp.result_type(queries.dtype, gallery.dtype))
 
 
+def _unchecked_scores(estimator, xp, sims, finite):
+    """The scores of a block of whole query rows, their finiteness added to ``finite``."""
+    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed namespaces
+        scores = _scores(estimator, xp, sims)
+    finite.add(scores)
+    return scores
+
+
 def score_block(estimator, xp, sims, rows):
-    """The normalised scores of a block of whole query rows, in its dtype."""
+    """The normalised scores of a block of whole query rows, in its dtype, checked:
+    a bad similarity named, probabilities that overflow clipped, other overflow refused."""
     with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed namespaces: checked below
         scores = _scores(estimator, xp, sims)
     if not bool(xp.all(xp.isfinite(scores))):

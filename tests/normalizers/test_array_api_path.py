@@ -372,3 +372,84 @@ def test_gallery_bias_stays_on_the_fitted_device(case, estimator):
     np.testing.assert_allclose(host(bias), expected, rtol=1e-12, atol=1e-15)
     bias[0] = 1e9  # a copy: the fitted statistics do not change
     np.testing.assert_allclose(host(model.gallery_bias()), expected, rtol=1e-12, atol=1e-15)
+
+
+# -- device-sized blocks and one finiteness check a call -------------------------------
+
+#: A bank of many blocks under ``working_memory=0.01``: 6 rows of 50 float64 columns
+#: (and their temporaries) a block.
+MANY_BLOCKS = 0.01
+
+
+def numpy_error(call):
+    """The message of the ValueError that ``call`` raises on the NumPy path."""
+    with pytest.raises(ValueError) as raised:
+        call()
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+@pytest.mark.parametrize("estimator", [InvertedSoftmax(), CSLS(k=3), Centering(),
+                                       MutualProximity(), DualSoftmax()], ids=repr)
+def test_a_bad_value_in_the_last_block_raises_the_numpy_paths_error(case, estimator):
+    xp, device = namespace_and_device(case)
+    bank = np.random.default_rng(11).normal(size=(1000, 50))
+    bank[998, 37] = np.inf  # in the last of 167 blocks (rows 996 to 999)
+    model = clone(estimator).set_params(working_memory=MANY_BLOCKS)
+    blocks = list(_array_api_path._similarity_blocks(put(xp, device, bank), None, model))
+    assert len(blocks) == 167 and blocks[-1][0] == slice(996, 1000)
+    expected = numpy_error(lambda: clone(model).fit(bank))
+    assert "row 998 to gallery item 37 is inf" in expected
+    with dispatch(), pytest.raises(ValueError) as raised:
+        clone(model).fit(put(xp, device, bank))
+    assert str(raised.value) == expected
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+@pytest.mark.parametrize("method", ["transform", "top_k"])
+def test_a_bad_query_similarity_in_the_last_block_raises_the_numpy_paths_error(case, method):
+    xp, device = namespace_and_device(case)
+    rng = np.random.default_rng(12)
+    bank, sims = rng.normal(size=(100, 50)), rng.normal(size=(1000, 50))
+    sims[999, 4] = np.nan
+    host_model = CSLS(k=3, working_memory=MANY_BLOCKS).fit(bank)
+    with dispatch():
+        model = clone(host_model).fit(put(xp, device, bank))
+
+    def call(fitted, X):
+        return fitted.transform(X) if method == "transform" else fitted.top_k(X, k=3)
+
+    expected = numpy_error(lambda: call(host_model, sims))
+    assert "X row 999 to gallery item 4 is nan" in expected
+    with dispatch(), pytest.raises(ValueError) as raised:
+        call(model, put(xp, device, sims))
+    assert str(raised.value) == expected
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+@pytest.mark.parametrize("estimator", SETTINGS, ids=repr)
+def test_results_agree_across_budgets_and_the_device_default(case, estimator):
+    """One block (the device default here), 6 rows a block, and 1: the same scores to
+    float64 rounding, and the same top 10."""
+    xp, device = namespace_and_device(case)
+    rng = np.random.default_rng(13)
+    bank, sims = rng.normal(size=(400, 50)), rng.normal(size=(60, 50))
+    found = {}
+    for memory in (None, MANY_BLOCKS, 1e-5):
+        with dispatch():
+            model = clone(estimator).set_params(working_memory=memory).fit(put(xp, device, bank))
+            found[memory] = (host(model.transform(put(xp, device, sims))),
+                             host(model.top_k(put(xp, device, sims), k=10, return_scores=False)))
+    scores, best = found[None]
+    for other_scores, other_best in (found[MANY_BLOCKS], found[1e-5]):
+        assert_scores_close(estimator, other_scores, scores, np.float64)
+        np.testing.assert_array_equal(other_best, best)
+
+
+def test_without_working_memory_the_blocks_take_the_device_budget():
+    xp, device = namespace_and_device(("array_api_strict", "device1"))
+    bank = put(xp, device, np.ones((2000, 10_000)))
+    blocks = list(_array_api_path._similarity_blocks(bank, None, InvertedSoftmax()))
+    expected_rows = 256 * 2**20 // (10_000 * 8 * _array_api_path.N_BUFFERS)  # 838
+    assert [block.shape[0] for _, block in blocks] == [838, 838, 2000 - 2 * 838]
+    assert expected_rows == 838
