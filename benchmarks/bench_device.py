@@ -23,9 +23,12 @@ Linux allows it. Where the NumPy path would take too long (a bank or a query set
 than ``--numpy-bank`` / ``--numpy-queries`` rows), it runs on the first rows only and its
 time is scaled up in proportion to the rows, and the output says so.
 
-The blocks are those the normalisers read under ``working_memory`` (16 MiB by default:
-5 bank rows of float64 statistics at a gallery of 100,000); ``--working-memory`` sets it
-for every fit, search and baseline alike.
+The blocks are those the normalisers read under ``working_memory``; by default the
+device's own budget (``device_working_memory``: on CUDA a quarter of the free memory, at
+most 4 GiB, which is 1,342 bank rows of float64 statistics at a gallery of 100,000; on
+torch CPU 256 MiB, 838 rows at a gallery of 10,000), taken once before the fits (on CUDA
+the fits ask again, so their blocks may differ a little with the free memory);
+``--working-memory`` sets it for every fit, search and baseline alike.
 
 Needs torch (not a dependency of skqbnorm) and array-api-compat. Run:
 
@@ -33,7 +36,7 @@ Needs torch (not a dependency of skqbnorm) and array-api-compat. Run:
                                                               d = 512, 100,000 queries)
     python benchmarks/bench_device.py --small              (bank 20,000 x gallery 10,000,
                                                               d = 256, 10,000 queries)
-    python benchmarks/bench_device.py --small --device cpu --working-memory 256
+    python benchmarks/bench_device.py --small --device cpu --working-memory 16
 """
 
 import os
@@ -61,7 +64,7 @@ from skqbnorm import (
     NearestNeighborNormalization,
 )
 from skqbnorm._core import rows_per_chunk
-from skqbnorm._core._array_api import compat, max_float
+from skqbnorm._core._array_api import compat, device_working_memory, max_float
 from skqbnorm._core._array_api import device as array_device
 from skqbnorm.normalizers._array_api_path import N_BUFFERS
 
@@ -188,15 +191,20 @@ def fitters(k, working_memory):
 
 
 def fit_block_rows(bank, n_gallery, working_memory):
-    """Bank rows a fit on the device reads at once (float64 statistics where the device has them)."""
+    """Bank rows a fit on the device reads at once (float64 statistics where the device has
+    them), under the device's budget where ``working_memory`` is None."""
     xp = compat().array_namespace(bank)
-    itemsize = 8 if max_float(xp, array_device(bank)) == xp.float64 else 4
-    return rows_per_chunk(n_gallery, itemsize, working_memory, N_BUFFERS)
+    where = array_device(bank)
+    itemsize = 8 if max_float(xp, where) == xp.float64 else 4
+    return rows_per_chunk(n_gallery, itemsize, device_working_memory(xp, where, working_memory),
+                          N_BUFFERS)
 
 
-def search_block_rows(n_gallery, working_memory):
+def search_block_rows(queries, n_gallery, working_memory):
     """Query rows ``top_k`` on the device scores at once."""
-    return rows_per_chunk(n_gallery, 8, working_memory, N_BUFFERS)
+    xp = compat().array_namespace(queries)
+    budget = device_working_memory(xp, array_device(queries), working_memory)
+    return rows_per_chunk(n_gallery, 8, budget, N_BUFFERS)
 
 
 def blocked_product(torch, rows, gallery, step, select=None):
@@ -297,7 +305,7 @@ def fit_part(torch, device, data, tensors, args, nnn):
 
 
 def search_part(torch, device, data, tensors, fitted, peer_search, args):
-    step = search_block_rows(args.gallery, args.working_memory)
+    step = search_block_rows(tensors["queries"], args.gallery, args.working_memory)
     n_numpy = min(args.numpy_queries, args.queries)
     factor = args.queries / n_numpy
     queries = tensors["queries"]
@@ -349,7 +357,8 @@ def parse_args(torch):
         parser.add_argument(f"--{name}", type=int, default=None, help=f"default {LARGE[name]:,}")
     parser.add_argument("--k", type=int, default=256)
     parser.add_argument("--working-memory", type=float, default=None,
-                        help="MiB a fit or search holds at once (default: the normalisers' default)")
+                        help="MiB a fit or search holds at once (default: the device's budget, as the "
+                             "normalisers take it on the device)")
     parser.add_argument("--numpy-bank", type=int, default=20_000,
                         help="most bank rows the NumPy path fits on (its time scaled up beyond)")
     parser.add_argument("--numpy-queries", type=int, default=10_000,
