@@ -14,6 +14,13 @@ Without a ``working_memory``, the blocks take the device's own budget
 (``device_working_memory``: a share of a GPU's free memory, or a larger default than
 the host's for CPU-backed namespaces). Finiteness is checked on the device and read
 once per call, so that blocks do not wait on the host one by one.
+
+The machinery is shared; each normaliser with ``capabilities.array_api`` declares its
+own part in its module: ``_device_statistics(xp, n_gallery, dtype, where)`` (the running
+statistics below that its fit needs), ``_learn_device(xp, statistics)`` (its fitted
+attributes), ``_device_scores(xp, sims)`` (the scores of whole rows) and
+``_array_api_refusal()`` (``(setting, reason)`` for parameters that keep the path
+closed, else None).
 """
 
 import warnings
@@ -102,13 +109,12 @@ def _check_supported(estimator):
             "tensor, tensor.cpu().numpy()), or use one of the normalisers that do "
             "(their capabilities.array_api is True)."
         )
-    from ._mutual_proximity import MutualProximity
-
-    if isinstance(estimator, MutualProximity) and estimator.method != "gaussian":
+    refusal = estimator._array_api_refusal()
+    if refusal is not None:
+        setting, reason = refusal
         raise ValueError(
-            f"{type(estimator).__name__}(method={estimator.method!r}) does not run on array "
-            "API inputs: the empiric method ranks within every bank column sorted whole. "
-            "Use method='gaussian', or pass NumPy arrays (tensor.cpu().numpy())."
+            f"{type(estimator).__name__}({setting}) does not run on array API inputs: "
+            f"{reason}, or pass NumPy arrays (tensor.cpu().numpy())."
         )
 
 
@@ -171,7 +177,7 @@ def fit(estimator, X, y, gallery, gallery_bank):
     n_bank = bank.shape[0]
     estimator._set_n_gallery(n_gallery)
     estimator._check_sizes(n_bank, n_gallery)
-    statistics = _statistics(estimator, xp, n_gallery, max_float(xp, where), where)
+    statistics = estimator._device_statistics(xp, n_gallery, max_float(xp, where), where)
     finite = FiniteFlag(xp, where)
     with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: non-finite named below
         for _, block in _similarity_blocks(bank, gallery, estimator):
@@ -181,7 +187,7 @@ def fit(estimator, X, y, gallery, gallery_bank):
     if not finite:
         for rows, block in _similarity_blocks(bank, gallery, estimator):
             check_finite(xp, block, rows, "querybank")
-    _learn(estimator, xp, statistics)
+    estimator._learn_device(xp, statistics)
     estimator.n_bank_ = n_bank
     return estimator
 
@@ -299,80 +305,14 @@ class RowTopKUnion:
             self.mask = self.mask | xp.any(best[:, rank:rank + 1] == self.items, axis=0)
 
 
-def _statistics(estimator, xp, n_gallery, dtype, where):
-    """The running column statistics that ``estimator``'s fit needs."""
-    from ._centering import Centering
-    from ._dual_softmax import DualSoftmax
-    from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
-
-    if isinstance(estimator, InvertedSoftmax):
-        found = [LogSumExp(xp, n_gallery, dtype, float(estimator.beta), where)]
-        if isinstance(estimator, DynamicInvertedSoftmax):
-            found.append(RowTopKUnion(xp, n_gallery, int(estimator.k), where))
-        return found
-    if isinstance(estimator, DualSoftmax):
-        return [LogSumExp(xp, n_gallery, dtype, 1.0 / float(estimator.temperature), where)]
-    if isinstance(estimator, Centering):
-        return [ColumnMean(xp, n_gallery, dtype, where)]
-    if _is_standardised(estimator):
-        return [ColumnMoments(xp, n_gallery, dtype, where)]
-    return [ColumnTopKMean(xp, dtype, int(estimator.k))]
-
-
-def _is_standardised(estimator):
-    """The normalisers that standardise by the bank's column moments (z-norm, Gaussian MP)."""
-    from ._mutual_proximity import MutualProximity, QueryBankZNorm
-
-    return isinstance(estimator, (QueryBankZNorm, MutualProximity))
-
-
-def _learn(estimator, xp, statistics):
-    """The fitted statistics of the bias-form normalisers, on the device."""
-    from ._dual_softmax import DualSoftmax
-    from ._nnn import NearestNeighborNormalization
-
-    first = statistics[0]
-    if isinstance(first, ColumnMean):
-        estimator.bank_mean_ = first.result()
-        estimator._bias = estimator.alpha * estimator.bank_mean_
-        return
-    if isinstance(first, ColumnMoments):
-        for name in ("sorted_bank_", "_bank_ranks"):  # an empiric MP's, refitted
-            estimator.__dict__.pop(name, None)
-        estimator.bank_mean_, estimator.bank_std_ = first.result()
-        std = estimator.bank_std_
-        estimator._bank_scale = xp.where(std > 0, std, xp.ones_like(std))
-        return
-    if isinstance(estimator, DualSoftmax):
-        soft_max = first.result()
-        if not bool(xp.all(xp.isfinite(soft_max))):
-            raise ValueError(
-                f"temperature={estimator.temperature!r} is too large for these similarities: "
-                "the bank's soft maxima, max + T * log(n_bank), overflow "
-                f"{soft_max.dtype}. Use a smaller temperature or smaller similarities."
-            )
-        estimator.bank_soft_max_ = soft_max
-        return
-    if isinstance(first, LogSumExp):
-        soft_max = first.result()
-        if not bool(xp.all(xp.isfinite(soft_max))):
-            raise ValueError(
-                f"beta={estimator.beta!r} is too small for these similarities: the bank's "
-                f"soft maxima, max + log(n_bank) / beta, overflow {soft_max.dtype}. Use a "
-                "larger beta or smaller similarities."
-            )
-        mean = float(xp.mean(soft_max))
-        if bool(xp.all(soft_max == soft_max[0])):
-            mean = float(soft_max[0])  # equal soft maxima have no excess at all
-        estimator.bank_soft_max_ = soft_max
-        estimator.mean_soft_max_ = mean
-        estimator._excess = soft_max - mean
-        if len(statistics) > 1:
-            estimator.activated_ = statistics[1].mask
-        return
-    estimator.bank_neighborhood_ = first.result()
-    if isinstance(estimator, NearestNeighborNormalization):
-        estimator._bias = estimator.alpha * estimator.bank_neighborhood_
+def learn_moments(estimator, xp, moments):
+    """The bank's column mean and standard deviation (``ColumnMoments``) as the fitted
+    statistics of a normaliser that standardises by them, with a scale that is never 0."""
+    for name in ("sorted_bank_", "_bank_ranks"):  # an empiric MP's, refitted
+        estimator.__dict__.pop(name, None)
+    estimator.bank_mean_, estimator.bank_std_ = moments.result()
+    std = estimator.bank_std_
+    estimator._bank_scale = xp.where(std > 0, std, xp.ones_like(std))
 
 
 # -- serving ---------------------------------------------------------------------------
@@ -465,7 +405,7 @@ def _query_embeddings(estimator, xp, queries):
 def _unchecked_scores(estimator, xp, sims, finite):
     """The scores of a block of whole query rows, their finiteness added to ``finite``."""
     with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed namespaces
-        scores = _scores(estimator, xp, sims)
+        scores = estimator._device_scores(xp, sims)
     finite.add(scores)
     return scores
 
@@ -474,7 +414,7 @@ def score_block(estimator, xp, sims, rows):
     """The normalised scores of a block of whole query rows, in its dtype, checked:
     a bad similarity named, probabilities that overflow clipped, other overflow refused."""
     with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed namespaces: checked below
-        scores = _scores(estimator, xp, sims)
+        scores = estimator._device_scores(xp, sims)
     if not bool(xp.all(xp.isfinite(scores))):
         check_finite(xp, sims, rows, "X")  # a NaN or an infinity of X is named
         if getattr(estimator, "output", "log") == "probability":
@@ -496,58 +436,10 @@ def score_block(estimator, xp, sims, rows):
     return scores
 
 
-def _scores(estimator, xp, sims):
-    """The scores of whole rows: ``s - bias`` (IS, NNN, Centering), CSLS's
-    ``2 s - r_G - r_B``, the DIS's gate, IS's probabilities, DSL's weights, the
-    z-scores (z-norm) and their log normal probabilities (Gaussian MP)."""
-    from ._csls import CSLS
-    from ._dual_softmax import DualSoftmax
-    from ._softmax import DynamicInvertedSoftmax, InvertedSoftmax
-
-    dtype = sims.dtype
-    if isinstance(estimator, DualSoftmax):
-        return _dual_softmax_scores(estimator, xp, sims)
-    if _is_standardised(estimator):
-        return _standardised_scores(estimator, xp, sims)
-    if isinstance(estimator, CSLS):
-        best = select_top_k(xp, sims, int(estimator.k))[0]
-        own = xp.astype(xp.mean(xp.astype(best, estimator.bank_neighborhood_.dtype), axis=1), dtype)
-        return (sims - xp.astype(estimator.bank_neighborhood_, dtype)) + (sims - own[:, None])
-    if not isinstance(estimator, InvertedSoftmax):
-        return sims - xp.astype(estimator._bias, dtype)
-    if estimator.output == "probability":  # in float64 where the device has it
-        wide = estimator.bank_soft_max_.dtype
-        scores = xp.astype(xp.exp(estimator.beta * (xp.astype(sims, wide) - estimator.bank_soft_max_)),
-                           dtype)
-    else:
-        scores = sims - xp.astype(estimator._excess, dtype)
-    if isinstance(estimator, DynamicInvertedSoftmax):
-        gate_open = xp.take(estimator.activated_, xp.argmax(sims, axis=1))
-        scores = xp.where(gate_open[:, None], scores, sims)
-    return scores
-
-
-def _standardised(xp, sims, mean, scale, dtype):
+def standardised(xp, sims, mean, scale, dtype):
     """``(sims - mean) / scale`` in ``dtype``, halved first so that no difference overflows."""
     return ((xp.astype(sims, dtype) * 0.5 - xp.astype(mean * 0.5, dtype))
             / xp.astype(scale * 0.5, dtype))
-
-
-def _standardised_scores(estimator, xp, sims):
-    """The z-norm's ``(s - mu_g) / sigma_g``, or the Gaussian MP's
-    ``log Phi(z_bank) + log Phi(z_row)`` with the row's own moments."""
-    from ._mutual_proximity import MutualProximity
-
-    if not isinstance(estimator, MutualProximity):
-        return _standardised(xp, sims, estimator.bank_mean_, estimator._bank_scale, sims.dtype)
-    wide = estimator.bank_mean_.dtype
-    rows = xp.astype(sims, wide)
-    row_mean = xp.mean(rows, axis=1, keepdims=True)
-    row_std = xp.sqrt(xp.mean((rows - row_mean) ** 2, axis=1, keepdims=True))
-    row_scale = xp.where(row_std > 0, row_std, xp.ones_like(row_std))
-    bank_z = _standardised(xp, sims, estimator.bank_mean_, estimator._bank_scale, wide)
-    row_z = _standardised(xp, sims, row_mean, row_scale, wide)
-    return xp.astype(log_ndtr(xp, bank_z) + log_ndtr(xp, row_z), sims.dtype)
 
 
 def log_ndtr(xp, z):
@@ -569,22 +461,3 @@ def log_ndtr(xp, z):
     from .._core._array_api import to_numpy
 
     return xp.asarray(scipy_log_ndtr(to_numpy(z)), device=device(z))
-
-
-def _dual_softmax_scores(estimator, xp, sims):
-    """DSL's ``S exp((S - c_g) / T)``; where the weight alone overflows,
-    ``sign(S) exp(log|S| + (S - c_g) / T)`` (0 for ``S = 0``)."""
-    dtype, wide = sims.dtype, estimator.bank_soft_max_.dtype
-    with np.errstate(over="ignore", under="ignore"):
-        narrow = (np.float32 if dtype == xp.float32 else np.float64)(estimator.temperature)
-    if not 0 < narrow < np.inf and dtype != wide:  # T beyond float32's range
-        return xp.astype(_dual_softmax_scores(estimator, xp, xp.astype(sims, wide)), dtype)
-    exponent = (sims - xp.astype(estimator.bank_soft_max_, dtype)) / float(estimator.temperature)
-    weight = xp.exp(exponent)
-    scores = sims * weight
-    if bool(xp.all(xp.isfinite(weight))):
-        return scores
-    with np.errstate(divide="ignore"):  # log 0 where S = 0: replaced by 0 below
-        magnitude = xp.exp(xp.log(xp.abs(sims)) + exponent)
-    beyond = xp.where(sims == 0, xp.zeros_like(sims), magnitude * xp.sign(sims))
-    return xp.where(xp.isinf(weight), beyond, scores)

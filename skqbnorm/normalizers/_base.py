@@ -390,6 +390,9 @@ class QueryBankNormalizer(ServingMixin, TopKMixin, OneToOneFeatureMixin, Transfo
     def _partial_fit_refusal(self):
         """Why these parameters make the bank statistic unmergeable, or None (subclasses)."""
 
+    def _array_api_refusal(self):
+        """Why these parameters keep the array API path closed, or None (subclasses)."""
+
     def fit_transform(self, X, y=None, *, gallery=None, gallery_bank=None):
         """Fit to the querybank, then normalise the bank's own similarity rows.
 

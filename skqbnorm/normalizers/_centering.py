@@ -6,6 +6,7 @@ import numpy as np
 
 from .._core import ColumnMean
 from .._validation import NotBool
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -97,6 +98,16 @@ class Centering(BiasFormMixin, QueryBankNormalizer):
 
     def _gallery_bias(self):
         return self._bias
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.ColumnMean(xp, n_gallery, dtype, where)]
+
+    def _learn_device(self, xp, statistics):
+        self.bank_mean_ = statistics[0].result()
+        self._bias = self.alpha * self.bank_mean_
+
+    def _device_scores(self, xp, sims):
+        return sims - xp.astype(self._bias, sims.dtype)
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._bias[columns].astype(sims.dtype), out=out)

@@ -5,7 +5,9 @@ from numbers import Integral
 import numpy as np
 
 from .._core import ColumnTopKMean, finite_mean, row_top_k
+from .._core._array_api import top_k as select_top_k
 from .._validation import NotBool
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -94,6 +96,18 @@ class CSLS(BiasFormMixin, QueryBankNormalizer):
     def _row_state(self, sims, columns, state=None):
         """Each row's k largest similarities so far."""
         return row_top_k(sims, self.k, state)
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.ColumnTopKMean(xp, dtype, int(self.k))]
+
+    def _learn_device(self, xp, statistics):
+        self.bank_neighborhood_ = statistics[0].result()
+
+    def _device_scores(self, xp, sims):
+        dtype = sims.dtype
+        best = select_top_k(xp, sims, int(self.k))[0]
+        own = xp.astype(xp.mean(xp.astype(best, self.bank_neighborhood_.dtype), axis=1), dtype)
+        return (sims - xp.astype(self.bank_neighborhood_, dtype)) + (sims - own[:, None])
 
     def _score(self, sims, columns, row_state, out):
         # (s - r_B) + (s - r_G): unlike 2 s, neither difference overflows for

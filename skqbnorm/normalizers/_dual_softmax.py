@@ -6,6 +6,7 @@ import numpy as np
 
 from .._core import ColumnLogSumExp, all_finite
 from .._validation import NotBool
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._capabilities import Capabilities
 
@@ -139,6 +140,37 @@ class DualSoftmax(QueryBankNormalizer):
                 "maxima c overflow float64. Use a larger temperature."
             )
         return None
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.LogSumExp(xp, n_gallery, dtype, 1.0 / float(self.temperature), where)]
+
+    def _learn_device(self, xp, statistics):
+        soft_max = statistics[0].result()
+        if not bool(xp.all(xp.isfinite(soft_max))):
+            raise ValueError(
+                f"temperature={self.temperature!r} is too large for these similarities: "
+                "the bank's soft maxima, max + T * log(n_bank), overflow "
+                f"{soft_max.dtype}. Use a smaller temperature or smaller similarities."
+            )
+        self.bank_soft_max_ = soft_max
+
+    def _device_scores(self, xp, sims):
+        """``S exp((S - c_g) / T)``; where the weight alone overflows,
+        ``sign(S) exp(log|S| + (S - c_g) / T)`` (0 for ``S = 0``)."""
+        dtype, wide = sims.dtype, self.bank_soft_max_.dtype
+        with np.errstate(over="ignore", under="ignore"):
+            narrow = (np.float32 if dtype == xp.float32 else np.float64)(self.temperature)
+        if not 0 < narrow < np.inf and dtype != wide:  # T beyond float32's range
+            return xp.astype(self._device_scores(xp, xp.astype(sims, wide)), dtype)
+        exponent = (sims - xp.astype(self.bank_soft_max_, dtype)) / float(self.temperature)
+        weight = xp.exp(exponent)
+        scores = sims * weight
+        if bool(xp.all(xp.isfinite(weight))):
+            return scores
+        with np.errstate(divide="ignore"):  # log 0 where S = 0: replaced by 0 below
+            magnitude = xp.exp(xp.log(xp.abs(sims)) + exponent)
+        beyond = xp.where(sims == 0, xp.zeros_like(sims), magnitude * xp.sign(sims))
+        return xp.where(xp.isinf(weight), beyond, scores)
 
     def _score(self, sims, columns, row_state, out):
         with np.errstate(over="ignore", under="ignore"):

@@ -6,6 +6,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._core import ColumnMoments, RowMoments
 from .._ranks import ColumnRanks, SortedColumns, SortedRows
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._capabilities import Capabilities
 
@@ -108,6 +109,15 @@ class QueryBankZNorm(QueryBankNormalizer):
 
     def _learn(self, reducers):
         learn_bank_moments(self, reducers[0])
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.ColumnMoments(xp, n_gallery, dtype, where)]
+
+    def _learn_device(self, xp, statistics):
+        device_path.learn_moments(self, xp, statistics[0])
+
+    def _device_scores(self, xp, sims):
+        return device_path.standardised(xp, sims, self.bank_mean_, self._bank_scale, sims.dtype)
 
     def _score(self, sims, columns, row_state, out):
         out[...] = standardised(
@@ -251,7 +261,7 @@ class MutualProximity(QueryBankNormalizer):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.array_api_support = self.method == "gaussian"  # empiric: whole sorted columns
+        tags.array_api_support = self.capabilities.array_api and self._array_api_refusal() is None
         return tags
 
     def _row_state(self, sims, columns, state=None):
@@ -284,6 +294,33 @@ class MutualProximity(QueryBankNormalizer):
         variance = np.einsum("qd,de,qe->q", queries, covariance, queries)
         mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
         return RowMoments.given(mean, np.sqrt(np.maximum(variance, 0)))
+
+    def _array_api_refusal(self):
+        """Why these parameters keep the array API path closed, or None: the empiric
+        method ranks within every bank column sorted whole."""
+        if self.method != "gaussian":
+            reason = ("the empiric method ranks within every bank column sorted whole. "
+                      "Use method='gaussian'")
+            return f"method={self.method!r}", reason
+        return None
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.ColumnMoments(xp, n_gallery, dtype, where)]
+
+    def _learn_device(self, xp, statistics):
+        device_path.learn_moments(self, xp, statistics[0])
+
+    def _device_scores(self, xp, sims):
+        """``log Phi(z_bank) + log Phi(z_row)``, with the row's own moments."""
+        wide = self.bank_mean_.dtype
+        rows = xp.astype(sims, wide)
+        row_mean = xp.mean(rows, axis=1, keepdims=True)
+        row_std = xp.sqrt(xp.mean((rows - row_mean) ** 2, axis=1, keepdims=True))
+        row_scale = xp.where(row_std > 0, row_std, xp.ones_like(row_std))
+        bank_z = device_path.standardised(xp, sims, self.bank_mean_, self._bank_scale, wide)
+        row_z = device_path.standardised(xp, sims, row_mean, row_scale, wide)
+        return xp.astype(device_path.log_ndtr(xp, bank_z) + device_path.log_ndtr(xp, row_z),
+                         sims.dtype)
 
     def _score(self, sims, columns, row_state, out):
         row = (self._row_state(sims, columns) if row_state is None else row_state).result()

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._core import ColumnTopKMean
 from .._validation import NotBool
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -132,6 +133,16 @@ class NearestNeighborNormalization(BiasFormMixin, QueryBankNormalizer):
                 "overflows float64. Use a smaller alpha."
             )
         return None
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.ColumnTopKMean(xp, dtype, int(self.k))]
+
+    def _learn_device(self, xp, statistics):
+        self.bank_neighborhood_ = statistics[0].result()
+        self._bias = self.alpha * self.bank_neighborhood_
+
+    def _device_scores(self, xp, sims):
+        return sims - xp.astype(self._bias, sims.dtype)
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._bias[columns].astype(sims.dtype), out=out)

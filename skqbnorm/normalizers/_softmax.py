@@ -7,6 +7,7 @@ from sklearn.utils._param_validation import StrOptions
 
 from .._core import ColumnLogSumExp, RowTopKUnion, best_k, excess_over_mean, row_top1
 from .._validation import NotBool
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -135,6 +136,31 @@ class InvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
         when the item's gate is open)."""
         return {"beta": float(self.beta), "offset": self.mean_soft_max_}
 
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.LogSumExp(xp, n_gallery, dtype, float(self.beta), where)]
+
+    def _learn_device(self, xp, statistics):
+        soft_max = statistics[0].result()
+        if not bool(xp.all(xp.isfinite(soft_max))):
+            raise ValueError(
+                f"beta={self.beta!r} is too small for these similarities: the bank's "
+                f"soft maxima, max + log(n_bank) / beta, overflow {soft_max.dtype}. Use a "
+                "larger beta or smaller similarities."
+            )
+        mean = float(xp.mean(soft_max))
+        if bool(xp.all(soft_max == soft_max[0])):
+            mean = float(soft_max[0])  # equal soft maxima have no excess at all
+        self.bank_soft_max_ = soft_max
+        self.mean_soft_max_ = mean
+        self._excess = soft_max - mean
+
+    def _device_scores(self, xp, sims):
+        dtype = sims.dtype
+        if self.output == "probability":  # in float64 where the device has it
+            wide = self.bank_soft_max_.dtype
+            return xp.astype(xp.exp(self.beta * (xp.astype(sims, wide) - self.bank_soft_max_)), dtype)
+        return sims - xp.astype(self._excess, dtype)
+
     def _score(self, sims, columns, row_state, out):
         if self.output == "probability":  # in float64, whatever beta and the dtype
             log_eta = np.subtract(sims, self.bank_soft_max_[columns], dtype=np.float64)
@@ -251,6 +277,19 @@ class DynamicInvertedSoftmax(InvertedSoftmax):
         """Each query's raw top-1 (value, gallery index), read from the index's raw search."""
         top1, top_value = (best[:, 0] for best in best_k(neighbors, neighbor_sims, 1))
         return top_value, top1
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [*super()._device_statistics(xp, n_gallery, dtype, where),
+                device_path.RowTopKUnion(xp, n_gallery, int(self.k), where)]
+
+    def _learn_device(self, xp, statistics):
+        super()._learn_device(xp, statistics)
+        self.activated_ = statistics[1].mask
+
+    def _device_scores(self, xp, sims):
+        scores = super()._device_scores(xp, sims)
+        gate_open = xp.take(self.activated_, xp.argmax(sims, axis=1))
+        return xp.where(gate_open[:, None], scores, sims)
 
     def _score(self, sims, columns, row_state, out):
         # Normalise every row, then restore those left raw. With whole rows the
