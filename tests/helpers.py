@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from skqbnorm.normalizers import BiasFormMixin, Capabilities, QueryBankNormalizer
+
 # A 3-item bank over a 2-item gallery, small enough to check scores by hand.
 GC_BANK = np.array([[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]])
 
@@ -113,3 +115,42 @@ def same_ranking(scores, expected, tie=1e-9):
     distance has exact ties (items sharing their whole encoding) that rounding may split."""
     ordered = expected[:, None] > expected[None, :] + tie
     return bool(np.all((scores[:, None] > scores[None, :])[ordered]))
+
+
+class ColumnMax:
+    """The bank's largest similarity to each gallery item (any split gives the same)."""
+
+    def __init__(self, n_gallery):
+        self.value = np.full(n_gallery, -np.inf)
+
+    def update(self, block, rows):
+        np.maximum(self.value, block.max(axis=0), out=self.value)
+
+    def merge(self, other):
+        np.maximum(self.value, other.value, out=self.value)
+
+    def result(self):
+        return self.value
+
+
+class HalfMax(BiasFormMixin, QueryBankNormalizer):
+    """A toy plug-in normaliser: s(q, g) less half the querybank's largest similarity to
+    g, which it declares as a top-k mean (k = 1) scaled by 1/2 (its ``item_bias``)."""
+
+    capabilities = Capabilities(bias_form=True, index="bias", item_bias="top_k_mean")
+
+    def _reducers(self, n_bank, n_gallery, dtype):
+        return [ColumnMax(n_gallery)]
+
+    def _learn(self, reducers):
+        self.bank_max_ = reducers[0].result()
+
+    def _gallery_bias(self):
+        return self.bank_max_ / 2
+
+    def _score(self, sims, columns, row_state, out):
+        np.subtract(sims, (self.bank_max_[columns] / 2).astype(sims.dtype), out=out)
+
+    def _item_bias_parameters(self):
+        return {"k": 1, "scale": 0.5}
+

@@ -19,58 +19,20 @@ from skqbnorm.catalogue import normalizers
 from skqbnorm.datasets import load_retrieval_set
 from skqbnorm.normalizers import (
     CSLS,
-    BiasFormMixin,
     Capabilities,
     Centering,
     DynamicInvertedSoftmax,
     InvertedSoftmax,
     NearestNeighborNormalization,
     QueryBankGate,
-    QueryBankNormalizer,
 )
 from skqbnorm.normalizers._capabilities import ITEM_BIAS_FORMS
+
+from helpers import HalfMax
 
 
 def unit(X):
     return X / np.linalg.norm(X, axis=1, keepdims=True)
-
-
-class ColumnMax:
-    """Each gallery item's largest bank similarity, block by block."""
-
-    def __init__(self, n_gallery):
-        self.value = np.full(n_gallery, -np.inf)
-
-    def update(self, block, rows):
-        np.maximum(self.value, block.max(axis=0), out=self.value)
-
-    def merge(self, other):
-        np.maximum(self.value, other.value, out=self.value)
-
-    def result(self):
-        return self.value
-
-
-class HalfMax(BiasFormMixin, QueryBankNormalizer):
-    """A plug-in normaliser: s(q, g) less half the bank's largest similarity to g, which
-    it declares as a top-k mean (k = 1) scaled by 1/2."""
-
-    capabilities = Capabilities(bias_form=True, index="bias", item_bias="top_k_mean")
-
-    def _reducers(self, n_bank, n_gallery, dtype):
-        return [ColumnMax(n_gallery)]
-
-    def _learn(self, reducers):
-        self.bank_max_ = reducers[0].result()
-
-    def _gallery_bias(self):
-        return self.bank_max_ / 2
-
-    def _score(self, sims, columns, row_state, out):
-        np.subtract(sims, (self.bank_max_[columns] / 2).astype(sims.dtype), out=out)
-
-    def _item_bias_parameters(self):
-        return {"k": 1, "scale": 0.5}
 
 
 class UndeclaredHalfMax(HalfMax):

@@ -23,7 +23,6 @@ from skqbnorm.catalogue import (
 )
 from skqbnorm.cli import main
 from skqbnorm.normalizers import (
-    BiasFormMixin,
     Capabilities,
     Centering,
     DualInvertedSoftmax,
@@ -33,39 +32,7 @@ from skqbnorm.normalizers import (
 from skqbnorm.rerankers import BayesianReranker, KReciprocalReranker
 from skqbnorm.rerankers._neighborhood import NeighborhoodReranker
 
-
-class ColumnMax:
-    """The bank's largest similarity to each gallery item (any split gives the same)."""
-
-    def __init__(self, n_gallery):
-        self.value = np.full(n_gallery, -np.inf)
-
-    def update(self, block, rows):
-        np.maximum(self.value, block.max(axis=0), out=self.value)
-
-    def merge(self, other):
-        np.maximum(self.value, other.value, out=self.value)
-
-    def result(self):
-        return self.value
-
-
-class HalfMax(BiasFormMixin, QueryBankNormalizer):
-    """A toy normaliser: s(q, g) less half the querybank's largest similarity to g."""
-
-    capabilities = Capabilities(bias_form=True, index="bias")
-
-    def _reducers(self, n_bank, n_gallery, dtype):
-        return [ColumnMax(n_gallery)]
-
-    def _learn(self, reducers):
-        self.bank_max_ = reducers[0].result()
-
-    def _gallery_bias(self):
-        return self.bank_max_ / 2
-
-    def _score(self, sims, columns, row_state, out):
-        np.subtract(sims, (self.bank_max_[columns] / 2).astype(sims.dtype), out=out)
+from helpers import HalfMax
 
 
 class ShrinkToListMean(NeighborhoodReranker):
