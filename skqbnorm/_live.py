@@ -7,7 +7,7 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
-from ._core import prepare_embeddings
+from ._core import merge_top_k, prepare_embeddings
 from ._validation import NotBool, check_embeddings, check_sims
 
 
@@ -359,7 +359,5 @@ def raw_top_k(sims, k, return_scores):
             f"k must be an integer in [1, {n_gallery}] (the gallery size); got k={k!r} "
             f"for similarities of shape {sims.shape}."
         )
-    indices = np.argsort(-sims, axis=1, kind="stable")[:, :k]
-    if not return_scores:
-        return indices
-    return indices, np.take_along_axis(sims, indices, axis=1)
+    indices, scores = merge_top_k(None, sims, 0, k)
+    return (indices, scores) if return_scores else indices
