@@ -565,9 +565,13 @@ def nearest_bank_similarity(bank, others=None, *, metric="cosine", working_memor
     return nearest
 
 
+#: The nearest-neighbour figures of a bank given as similarities (no embeddings to compare).
+NO_NEIGHBOR_FIGURES = {"query_bank_nn_median": None, "bank_nn_median": None, "nn_outlier_share": None}
+
+
 def _neighbor_figures(bank, queries, gallery, metric, dtype, working_memory):
     if gallery is None or len(bank) < 2:
-        return {"query_bank_nn_median": None, "bank_nn_median": None, "nn_outlier_share": None}
+        return dict(NO_NEIGHBOR_FIGURES)
     bank, queries = bank.astype(dtype, copy=False), queries.astype(dtype, copy=False)
     reference = nearest_bank_similarity(bank, metric=metric, working_memory=working_memory)
     nearest = nearest_bank_similarity(bank, queries, metric=metric, working_memory=working_memory)

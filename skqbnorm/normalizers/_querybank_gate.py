@@ -16,12 +16,12 @@ from ..metrics._querybank import (
     DEPTH,
     MAX_KS,
     MAX_OUTLIER_SHARE,
+    NO_NEIGHBOR_FIGURES,
     QueryBankWarning,
     RowFigures,
     _activated,
     _checked_sims,
     _gallery_bank_figures,
-    _neighbor_figures,
     querybank_diagnostics,
     report_from_rows,
     streamed_row_top1,
@@ -493,10 +493,9 @@ class _GateBank:
         rows = RowFigures(self.bank_top1, self.bank_deep, self.bank_depths, self.query_top1,
                           self.query_item, self.query_deep)
         no_gallery_bank = _gallery_bank_figures(self.activated, None, self.query_item)
-        no_neighbors = _neighbor_figures(None, None, None, None, None, None)
         return report_from_rows(rows, self.activated, n_gallery=self.n_gallery, k=1,
                                 depth=self.depth, gallery_bank=no_gallery_bank,
-                                neighbors=no_neighbors, max_ks=max_ks,
+                                neighbors=NO_NEIGHBOR_FIGURES, max_ks=max_ks,
                                 max_outlier_share=max_outlier_share)
 
     def check_same_params(self, gate):
