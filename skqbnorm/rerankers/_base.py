@@ -15,7 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_array, column_or_1d
 
-from .._core._array_api import device, max_float, namespace, to_numpy
+from .._core._array_api import device, max_float, namespace, to_namespace, to_numpy
 from .._validation import NotBool as Interval
 from .._validation import check_group_labels, describe, naming, warn_caller
 from ._graph import (
@@ -406,7 +406,7 @@ def on_the_host(*arrays):
 
 def _to_input(xp, where, scores):
     dtype = np.float64 if max_float(xp, where) == xp.float64 else np.float32
-    return xp.asarray(np.asarray(scores, dtype=dtype), device=where)
+    return to_namespace(np.asarray(scores, dtype=dtype), xp, where)
 
 
 def checked_cs(cs, name="cs", of="c > 0", positive=True):
