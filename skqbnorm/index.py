@@ -15,16 +15,16 @@ import contextlib
 import copy
 import re
 import weakref
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils import gen_batches
-from sklearn.utils._param_validation import HasMethods
+from sklearn.utils import _safe_indexing, check_array, gen_batches
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._core import best_k, take_rows
-from ._validation import NotBool
+from ._validation import NotBool, warn_caller
 from .normalizers import index_serving
 
 __all__ = ["NormalizedIndex"]
@@ -34,6 +34,16 @@ __all__ = ["NormalizedIndex"]
 _BLOCK_ELEMENTS = 1 << 21
 #: FAISS's k-means asks for at least this many training vectors per inverted list.
 MIN_POINTS_PER_LIST = 39
+#: Calibration queries (evenly spaced rows of those given) on which "auto" settings are chosen.
+CALIBRATION_QUERIES = 256
+#: The k of the recall@k that "auto" settings reach.
+CALIBRATION_K = 10
+#: The largest efSearch that "auto" tries: beyond it an HNSW search costs about an exact one.
+MAX_EF_SEARCH = 8192
+#: "auto" settings where no calibration queries are given: nprobe (capped at the lists) and efSearch.
+UNCALIBRATED = {"nprobe": 128, "ef_search": 512}
+#: FAISS's names of the search settings.
+FAISS_NAMES = {"nprobe": "nprobe", "ef_search": "efSearch"}
 #: Factory parts that crash FAISS (the process, not a Python error), and why: an HNSW
 #: graph of fewer than 2 links per node, and a quantiser code of 0 bits.
 CRASHING_PARTS = (
@@ -94,10 +104,16 @@ class NormalizedIndex(BaseEstimator):
     lifts the items that are near no query (those of low hubness), so its top k may
     hold items whose raw similarity to the query is low, which such an index misses:
     at the same settings, its recall over a normalised gallery can be far below its
-    recall over the raw one. Check it on your data with :meth:`recall` on a sample
-    of queries, and raise ``nprobe`` or ``ef_search`` (no refit needed) until it is
-    enough, or serve with the exact ``normalizer.top_k(queries=...)`` where that is
-    as fast; the user guide's :ref:`index-recall` section gives measured figures.
+    recall over the raw one. So ``nprobe`` and ``ef_search`` default to ``"auto"``:
+    :meth:`fit` measures the index's recall@10 against the exact
+    ``normalizer_.top_k`` on calibration queries (``calibration_queries``, else the
+    querybank ``X`` when given) and keeps the smallest setting, doubling from 1 (IVF)
+    or 16 (HNSW), that reaches ``target_recall``. It warns where only a search of
+    every inverted list reaches it (an exact ``"Flat"`` index then answers as well),
+    where HNSW does not reach it at ``efSearch=8192``, and where no calibration
+    queries were given (it then uses ``nprobe=128`` and ``ef_search=512``, unmeasured).
+    Check the recall on your queries with :meth:`recall`; the user guide's
+    :ref:`index-recall` section gives measured figures.
 
     When the normaliser's querybank grows (its ``partial_fit``), :meth:`partial_fit`
     or :meth:`refresh` update what depends on the bank, without re-adding the
@@ -124,11 +140,16 @@ class NormalizedIndex(BaseEstimator):
     n_candidates : int, default=100
         Raw-search candidates per query reranked for a normaliser that is not a
         bias form (at least ``k`` are used); unused otherwise.
-    nprobe : int, default=128
+    nprobe : int or "auto", default="auto"
         Inverted lists visited per query by an IVF index (capped at their
-        number); unused by others. More lists need a larger value.
-    ef_search : int, default=512
+        number); unused by others. ``"auto"`` chooses it at :meth:`fit` by
+        ``target_recall``.
+    ef_search : int or "auto", default="auto"
         Candidate-list size of an HNSW search (``efSearch``); unused by others.
+        ``"auto"`` chooses it at :meth:`fit` by ``target_recall``.
+    target_recall : float in (0, 1], default=0.98
+        The recall@10 against exact search, on the calibration queries, that the
+        ``"auto"`` settings reach.
     train_size : int, default=None
         Gallery items, evenly spaced, on which a trainable index (IVF, PQ) is
         trained; None trains on all of them (FAISS then samples at most 256 per
@@ -155,6 +176,17 @@ class NormalizedIndex(BaseEstimator):
         Number of gallery items indexed.
     n_dims_ : int
         Dimension of the query embeddings.
+    nprobe_ : int or None
+        The ``nprobe`` searches use (chosen, or given); None where the index has no
+        inverted lists. An integer ``nprobe`` set later by ``set_params`` takes
+        effect at the next search, without a refit.
+    ef_search_ : int or None
+        The ``efSearch`` searches use (chosen, or given); None where the index
+        has no HNSW graph. Likewise overridden by a later integer ``ef_search``.
+    calibration_recall_ : float or None
+        The recall@10 of the index at ``nprobe_`` and ``ef_search_`` on the
+        calibration queries; None where nothing was calibrated (an exact index,
+        integer settings, or no calibration queries).
 
     See Also
     --------
@@ -181,24 +213,26 @@ class NormalizedIndex(BaseEstimator):
         "normalizer": [HasMethods(["fit", "transform", "top_k"])],
         "factory": [str],
         "n_candidates": [NotBool(Integral, 1, None, closed="left")],
-        "nprobe": [NotBool(Integral, 1, None, closed="left")],
-        "ef_search": [NotBool(Integral, 1, None, closed="left")],
+        "nprobe": [NotBool(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "ef_search": [NotBool(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+        "target_recall": [NotBool(Real, 0, 1, closed="right")],
         "train_size": [NotBool(Integral, 1, None, closed="left"), None],
         "batch_size": [NotBool(Integral, 1, None, closed="left")],
     }
 
-    def __init__(self, normalizer, factory="Flat", *, n_candidates=100, nprobe=128, ef_search=512,
-                 train_size=None, batch_size=1024):
+    def __init__(self, normalizer, factory="Flat", *, n_candidates=100, nprobe="auto",
+                 ef_search="auto", target_recall=0.98, train_size=None, batch_size=1024):
         self.normalizer = normalizer
         self.factory = factory
         self.n_candidates = n_candidates
         self.nprobe = nprobe
         self.ef_search = ef_search
+        self.target_recall = target_recall
         self.train_size = train_size
         self.batch_size = batch_size
 
-    def fit(self, X=None, y=None, *, gallery=None, gallery_bank=None):
-        """Build the index over the normaliser's gallery.
+    def fit(self, X=None, y=None, *, gallery=None, gallery_bank=None, calibration_queries=None):
+        """Build the index over the normaliser's gallery, and choose its ``"auto"`` settings.
 
         Parameters
         ----------
@@ -211,6 +245,9 @@ class NormalizedIndex(BaseEstimator):
             Gallery embeddings, with ``X``.
         gallery_bank : array-like of shape (n_gallery_bank, n_dims), default=None
             Gallery-bank embeddings for the dual-bank normalisers, with ``X``.
+        calibration_queries : array-like of shape (n_queries, n_dims), default=None
+            Queries like those the index will serve (at most 256 evenly spaced rows
+            are used), on which the ``"auto"`` settings are chosen; None uses ``X``.
 
         Returns
         -------
@@ -218,6 +255,7 @@ class NormalizedIndex(BaseEstimator):
             The fitted index.
         """
         self._validate_params()
+        self._calibration_queries = calibration_sample(X if calibration_queries is None else calibration_queries)
         self._build(self._fitted_serving(X, y, gallery, gallery_bank).check())
         return self
 
@@ -228,7 +266,9 @@ class NormalizedIndex(BaseEstimator):
         ``partial_fit`` (with ``gallery``) and builds the index; a later call appends
         the rows to the index's own normaliser (``normalizer_.partial_fit``) and
         updates only what depends on the bank, as :meth:`refresh` does. The index
-        then answers as one built anew on the grown normaliser. Only the normalisers
+        then answers as one built anew on the grown normaliser. Its ``"auto"``
+        settings are chosen on the first call's rows, and again on them after each
+        later call. Only the normalisers
         whose ``capabilities.mergeable`` is True grow this way; a normaliser fitted
         by ``fit`` (as :meth:`fit` given ``X`` fits one) starts a new bank at its
         first ``partial_fit``, with a warning. A :class:`~skqbnorm.QueryBankGate`
@@ -273,6 +313,7 @@ class NormalizedIndex(BaseEstimator):
         """
         if not hasattr(self, "index_"):
             self._validate_params()
+            self._calibration_queries = calibration_sample(X)
             normalizer = clone(self.normalizer).partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
             self._source_gallery, self._serves_fitted_normalizer = None, False
             self._build(self._checked_serving(index_serving(normalizer)).check())
@@ -299,7 +340,8 @@ class NormalizedIndex(BaseEstimator):
         - a bias form over any other index (HNSW, whose graph links the augmented
           vectors; PQ or SQ codes, which encode them): the vector index is rebuilt.
 
-        ``refresh_in_place_`` says which applies; a new gallery, or a change
+        The ``"auto"`` search settings are chosen again, on the calibration
+        queries of :meth:`fit`. ``refresh_in_place_`` says which applies; a new gallery, or a change
         between a bias form and a reranked normaliser (a gate that opened or
         closed), rebuilds it too. The gallery array must not have been modified in
         place since the index was built. An index that fitted its own normaliser
@@ -375,7 +417,67 @@ class NormalizedIndex(BaseEstimator):
         self._serve(serving)
 
     def _serve(self, serving):
+        """Serve ``serving``'s normaliser, at search settings chosen for it."""
         self.normalizer_, self._serving, self._context = serving.normalizer, serving, serving.context()
+        self._choose_search_settings()
+
+    def _choose_search_settings(self):
+        """Set ``nprobe_`` and ``ef_search_``: given, or the first of their doubling
+        ladders whose recall on the calibration queries reaches ``target_recall``."""
+        ladders = search_ladders(self.index_)
+        for name, ladder in ladders.items():
+            value = UNCALIBRATED[name] if getattr(self, name) == "auto" else getattr(self, name)
+            setattr(self, f"{name}_", None if ladder is None else capped(name, value, ladder))
+        auto = [name for name in ladders if ladders[name] and getattr(self, name) == "auto"]
+        self.calibration_recall_ = None
+        if not auto:
+            return
+        queries = self._calibration_queries
+        if queries is None:
+            warn_caller(
+                f"NormalizedIndex chose {self._settings_text(auto)} "
+                "without measuring recall: no calibration queries. Pass "
+                "fit(calibration_queries=...) (a few hundred queries like those to serve), "
+                "or set the value, and check it with index.recall(queries).", UserWarning)
+            return
+        self._check_calibration_queries(queries)
+        k = min(CALIBRATION_K, self.n_gallery_)
+        exact = self.normalizer_.top_k(queries=queries, k=k)[0]
+        for name in auto:
+            setattr(self, f"{name}_", ladders[name][-1])
+        for name in auto:
+            for value in ladders[name]:
+                setattr(self, f"{name}_", value)
+                recall = float(np.mean(shared_per_row(self.search(queries, k)[0], exact, self.n_gallery_))) / k
+                if recall >= self.target_recall:
+                    break
+        self.calibration_recall_ = recall
+        self._warn_about_calibration(auto, ladders, recall)
+
+    def _warn_about_calibration(self, auto, ladders, recall):
+        """Warn where the target was missed, or met only by an exhaustive IVF search."""
+        if recall < self.target_recall:
+            warn_caller(
+                f"NormalizedIndex({self.factory!r}) reaches recall@10 {recall:.3f} on the "
+                f"calibration queries at {self._settings_text(auto)}, below "
+                f"target_recall={self.target_recall}: serve with factory='Flat' or the "
+                "exact normalizer.top_k(queries=...), or lower target_recall.", UserWarning)
+        elif "nprobe" in auto and self.nprobe_ == ladders["nprobe"][-1] > 1:
+            warn_caller(
+                f"NormalizedIndex({self.factory!r}) reaches target_recall={self.target_recall} "
+                f"only at nprobe={self.nprobe_}, every inverted list: it searches the whole "
+                "gallery, as an exact factory='Flat' index does at lower cost. The "
+                "normaliser lifts items far from the queries, which no list near a query holds.",
+                UserWarning)
+
+    def _settings_text(self, names):
+        return ", ".join(f"{name}={getattr(self, name + '_')}" for name in names)
+
+    def _check_calibration_queries(self, queries):
+        if queries.ndim != 2 or queries.shape[1] != self.n_dims_:
+            raise ValueError(
+                f"calibration_queries must have shape (n_queries, {self.n_dims_}), the "
+                f"gallery's embedding width; got shape {queries.shape}.")
 
     def _refresh(self, serving):
         """Serve ``serving``'s normaliser, rewriting the stored biases or rebuilding."""
@@ -460,16 +562,13 @@ class NormalizedIndex(BaseEstimator):
         return serving
 
     def _set_search_parameters(self, index):
-        """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they apply."""
-        faiss = import_faiss()
-        space = faiss.ParameterSpace()
-        ivf = faiss.try_extract_index_ivf(index)
-        nprobe = self.nprobe if ivf is None else min(self.nprobe, ivf.nlist)
-        for name, value in (("nprobe", nprobe), ("efSearch", self.ef_search)):
-            try:
-                space.set_index_parameter(index, name, value)
-            except RuntimeError:  # the index has no such parameter
-                pass
+        """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they
+        apply: an integer parameter, else the chosen one."""
+        space = import_faiss().ParameterSpace()
+        for name, ladder in search_ladders(index).items():
+            if ladder is not None:
+                value = getattr(self, f"{name}_") if getattr(self, name) == "auto" else getattr(self, name)
+                space.set_index_parameter(index, FAISS_NAMES[name], capped(name, value, ladder))
 
     # -- search ----------------------------------------------------------------------
 
@@ -627,6 +726,40 @@ class NormalizedIndex(BaseEstimator):
             scores[chunk] = np.take_along_axis(block, position, axis=1)
         scores[~found] = -np.inf
         return scores
+
+
+def calibration_sample(queries):
+    """At most ``CALIBRATION_QUERIES`` evenly spaced rows of ``queries`` (a copy), or None."""
+    if queries is None:
+        return None
+    n_rows = len(queries)
+    if n_rows == 0:
+        raise ValueError("calibration_queries (or X) has no rows: give at least one query.")
+    rows = np.unique(np.linspace(0, n_rows - 1, min(n_rows, CALIBRATION_QUERIES)).astype(np.intp))
+    sample = check_array(_safe_indexing(queries, rows), dtype=(np.float64, np.float32),
+                         input_name="calibration_queries")
+    return np.array(sample)
+
+
+def search_ladders(index):
+    """The values ``"auto"`` tries, per parameter that applies to ``index``, else None:
+    nprobe doubling from 1 to the number of lists, efSearch from 16 to ``MAX_EF_SEARCH``."""
+    faiss = import_faiss()
+    ivf = faiss.try_extract_index_ivf(index)
+    ladders = {"nprobe": None, "ef_search": None}
+    if ivf is not None:
+        ladders["nprobe"] = [1 << i for i in range((ivf.nlist - 1).bit_length())] + [ivf.nlist]
+    try:
+        faiss.ParameterSpace().set_index_parameter(index, "efSearch", 16)
+    except RuntimeError:  # no HNSW graph
+        return ladders
+    ladders["ef_search"] = [16 << i for i in range((MAX_EF_SEARCH // 16).bit_length())]
+    return ladders
+
+
+def capped(name, value, ladder):
+    """``value`` as the index takes it: ``nprobe`` at most the number of lists (the ladder's top)."""
+    return min(value, ladder[-1]) if name == "nprobe" else value
 
 
 def _weak(array):

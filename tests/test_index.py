@@ -365,3 +365,119 @@ def test_faiss_errors_become_value_errors_naming_the_factory(factory, match):
 def test_hnsw2_and_up_still_build(data):
     index = NormalizedIndex(fit(Centering(), data), "HNSW2").fit()
     assert index.search(data["queries"], k=3)[0].shape == (len(data["queries"]), 3)
+
+
+# -- "auto" search settings, chosen on calibration queries ---------------------------------
+
+
+def lifted_data(seed=0):
+    """Clustered items near the bank, then random directions far from every query: the items
+    a normaliser lifts, in lists no query is near."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(20, N_DIMS)) * 3
+    near = centres[rng.integers(20, size=1500)] + rng.normal(size=(1500, N_DIMS))
+    far = rng.normal(size=(1500, N_DIMS))
+    bank = centres[rng.integers(20, size=300)] + rng.normal(size=(300, N_DIMS))
+    queries = centres[rng.integers(20, size=200)] + rng.normal(size=(200, N_DIMS))
+    return {"bank": bank, "gallery": np.vstack([near, far]), "queries": queries}
+
+
+def smallest_reaching(normalizer, factory, parameter, ladder, queries, target):
+    """By hand: an index per setting, the first whose recall@10 on ``queries`` reaches the target."""
+    exact = normalizer.top_k(queries=queries, k=10)[0]
+    for value in ladder:
+        index = NormalizedIndex(normalizer, factory, **{parameter: value}).fit()
+        recall = reference_recall(index.search(queries, k=10)[0], exact).mean()
+        if recall >= target:
+            break
+    return value, recall
+
+
+@pytest.mark.parametrize(("factory", "parameter", "ladder"), [
+    ("IVF64,Flat", "nprobe", [1, 2, 4, 8, 16, 32, 64]),
+    ("HNSW4", "ef_search", [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]),
+])
+def test_auto_settings_are_the_smallest_that_reach_the_target(factory, parameter, ladder):
+    data = lifted_data()
+    normalizer = InvertedSoftmax(beta=30.0).fit(data["bank"], gallery=data["gallery"])
+    index = NormalizedIndex(normalizer, factory, target_recall=0.9).fit(calibration_queries=data["queries"])
+    value, recall = smallest_reaching(normalizer, factory, parameter, ladder, data["queries"], 0.9)
+    assert getattr(index, parameter + "_") == value
+    assert index.calibration_recall_ == pytest.approx(recall)
+    assert 1 < value < ladder[-1]  # the ladder was climbed, and stopped before its top
+    assert index.recall(data["queries"], k=10) == pytest.approx(recall)
+
+
+def test_auto_settings_are_chosen_on_the_bank_when_no_queries_are_given():
+    data = lifted_data()
+    from_bank = NormalizedIndex(CSLS(k=3), "IVF64,Flat").fit(data["bank"], gallery=data["gallery"])
+    given = NormalizedIndex(CSLS(k=3), "IVF64,Flat").fit(
+        data["bank"], gallery=data["gallery"], calibration_queries=data["bank"][::-1])
+    assert from_bank.nprobe_ == given.nprobe_ and from_bank.calibration_recall_ >= 0.98
+    assert from_bank.ef_search_ is None
+
+
+def test_integer_settings_are_kept_and_measure_nothing(data, monkeypatch):
+    normalizer = fit(CSLS(k=3), data)
+    def no_exact_search(*args, **kwargs):
+        raise AssertionError("calibrated with integer settings")
+
+    monkeypatch.setattr(type(normalizer), "top_k", no_exact_search)
+    index = NormalizedIndex(normalizer, "IVF16,Flat", nprobe=5).fit(calibration_queries=data["queries"])
+    assert (index.nprobe_, index.ef_search_, index.calibration_recall_) == (5, None, None)
+    flat = NormalizedIndex(normalizer, "Flat").fit(calibration_queries=data["queries"])
+    assert (flat.nprobe_, flat.ef_search_, flat.calibration_recall_) == (None, None, None)
+
+
+def test_without_calibration_queries_auto_warns_and_uses_the_fixed_settings(data):
+    normalizer = fit(CSLS(k=3), data)
+    with pytest.warns(UserWarning, match=r"chose nprobe=16 without measuring recall.*calibration_queries"):
+        index = NormalizedIndex(normalizer, "IVF16,Flat").fit()
+    assert (index.nprobe_, index.calibration_recall_) == (16, None)  # 128, capped at 16 lists
+    with pytest.warns(UserWarning, match=r"chose ef_search=512 without measuring"):
+        assert NormalizedIndex(normalizer, "HNSW8").fit().ef_search_ == 512
+
+
+def test_a_target_met_only_by_every_list_warns_that_flat_answers_as_well():
+    data = lifted_data()
+    normalizer = InvertedSoftmax(beta=30.0).fit(data["bank"], gallery=data["gallery"])
+    with pytest.warns(UserWarning, match=r"only at nprobe=64, every inverted list.*factory='Flat'"):
+        index = NormalizedIndex(normalizer, "IVF64,Flat", target_recall=1.0).fit(
+            calibration_queries=data["queries"])
+    assert index.calibration_recall_ == 1.0
+
+
+def test_a_target_hnsw_does_not_reach_warns_with_the_recall_it_reaches(monkeypatch):
+    data = lifted_data()
+    monkeypatch.setattr(sys.modules[NormalizedIndex.__module__], "MAX_EF_SEARCH", 16)
+    normalizer = InvertedSoftmax(beta=30.0).fit(data["bank"], gallery=data["gallery"])
+    with pytest.warns(UserWarning, match=r"reaches recall@10 0\.\d+ .* at ef_search=16, below target_recall=1\.0"):
+        index = NormalizedIndex(normalizer, "HNSW4", target_recall=1.0).fit(calibration_queries=data["queries"])
+    assert index.ef_search_ == 16 and index.calibration_recall_ < 1.0
+
+
+def test_a_later_integer_setting_overrides_the_chosen_one(data):
+    normalizer = fit(CSLS(k=3), data)
+    index = NormalizedIndex(normalizer, "IVF16,Flat").fit(calibration_queries=data["queries"])
+    index.set_params(nprobe=3).search(data["queries"][:1])
+    assert faiss.extract_index_ivf(index.index_).nprobe == 3
+    index.set_params(nprobe="auto").search(data["queries"][:1])
+    assert faiss.extract_index_ivf(index.index_).nprobe == index.nprobe_
+
+
+@pytest.mark.parametrize("queries, match", [
+    (np.zeros((0, N_DIMS)), "calibration_queries .*has no rows"),
+    (np.zeros((5, N_DIMS + 1)), r"calibration_queries must have shape \(n_queries, 16\).*\(5, 17\)"),
+    (np.full((5, N_DIMS), np.nan), "calibration_queries"),
+])
+def test_bad_calibration_queries_are_refused(data, queries, match):
+    normalizer = fit(CSLS(k=3), data)
+    with pytest.raises(ValueError, match=match):
+        NormalizedIndex(normalizer, "IVF16,Flat").fit(calibration_queries=queries)
+
+
+@pytest.mark.parametrize("target_recall", [0, -0.5, 1.01, True, "high"])
+def test_target_recall_must_lie_in_the_unit_interval(data, target_recall):
+    normalizer = fit(CSLS(k=3), data)
+    with pytest.raises(ValueError, match="'target_recall' parameter"):
+        NormalizedIndex(normalizer, "IVF16,Flat", target_recall=target_recall).fit()

@@ -234,3 +234,23 @@ def test_an_index_of_a_fitted_normalizer_pickles_its_gallery_once(data):
     restored.refresh()
     normalizer.partial_fit(data["bank"][100:])
     assert_same_answers(restored, NormalizedIndex(normalizer, "Flat").fit(), data["queries"], "Flat")
+
+
+@pytest.mark.parametrize("factory", ["IVF16,Flat", "HNSW16"])
+def test_auto_settings_are_chosen_again_for_the_grown_bank(factory, data):
+    """After a refresh or a partial_fit, the "auto" settings are those of an index built
+    anew on the grown normaliser with the same calibration queries."""
+    normalizer = InvertedSoftmax(beta=30.0).partial_fit(data["bank"][:20], gallery=data["gallery"])
+    index = NormalizedIndex(normalizer, factory, target_recall=0.9).fit(calibration_queries=data["queries"])
+    grown_by_hand = NormalizedIndex(InvertedSoftmax(beta=30.0), factory, target_recall=0.9)
+    grown_by_hand.partial_fit(data["bank"][:20], gallery=data["gallery"])
+    normalizer.partial_fit(data["bank"][20:])
+    grown_by_hand.partial_fit(data["bank"][20:])
+    index.refresh()
+    rebuilt = NormalizedIndex(normalizer, factory, target_recall=0.9).fit(calibration_queries=data["queries"])
+    from_first_rows = NormalizedIndex(normalizer, factory, target_recall=0.9).fit(
+        calibration_queries=data["bank"][:20])
+    settings = ("nprobe_", "ef_search_", "calibration_recall_")
+    assert [getattr(index, name) for name in settings] == [getattr(rebuilt, name) for name in settings]
+    assert [getattr(grown_by_hand, name) for name in settings] == [
+        getattr(from_first_rows, name) for name in settings]
