@@ -36,6 +36,7 @@ from .._core import (
     prepare_embeddings,
     reduce_bank,
 )
+from .._core._array_api import namespace, namespace_name
 from .._dask import is_dask_array, reduce_dask_bank
 from .._validation import check_embeddings, float_dtype, naming
 
@@ -52,6 +53,58 @@ def check_gallery_bank_use(normalizer, gallery_bank):
             f"{np.shape(gallery_bank)}: only the dual-bank normalisers (DBNorm's "
             "DualInvertedSoftmax and DualDynamicInvertedSoftmax, DBSN's "
             f"DualBankSinkhornNormalization) take one. Fit {name} without gallery_bank."
+        )
+
+
+def check_gallery_bank_width(normalizer, shape, expected, what):
+    """Refuse a gallery bank of ``shape`` whose width is not ``expected`` (``what``: the
+    "gallery items" of precomputed similarities, or the "embedding dimensions")."""
+    if shape[1] != expected:
+        form = "similarities to" if what == "gallery items" else "embeddings like"
+        raise ValueError(
+            f"gallery_bank has shape {shape}, but {type(normalizer).__name__} was "
+            f"fitted on a gallery of {normalizer.n_features_in_} items: the gallery "
+            f"bank must hold {form} the gallery, {expected} columns ({what})."
+        )
+
+
+def refuse_querybank_sims_with_embeddings(normalizer, shape):
+    """``querybank_to_gallery_bank`` is for precomputed similarities only."""
+    if normalizer.gallery_embeddings_ is not None:
+        raise ValueError(
+            f"{CROSS_NAME} (got shape {shape}) is for precomputed similarities, "
+            f"but {type(normalizer).__name__} is fitted on embeddings (gallery=...), where "
+            "s(b, h) is computed from the querybank and gallery_bank embeddings: pass "
+            f"gallery_bank embeddings and no {CROSS_NAME}."
+        )
+
+
+def check_querybank_sims_columns(normalizer, shape, gallery_bank_shape):
+    """One column of ``querybank_to_gallery_bank`` per row of a ``gallery_bank`` beside it."""
+    if gallery_bank_shape is not None and shape[1] != gallery_bank_shape[0]:
+        raise ValueError(
+            f"{CROSS_NAME} has shape {shape}, but gallery_bank has shape "
+            f"{gallery_bank_shape}: {type(normalizer).__name__} needs one column of "
+            f"{CROSS_NAME} per gallery-bank row, {gallery_bank_shape[0]} columns."
+        )
+
+
+def check_querybank_sims_rows(normalizer, shape, querybank_shape, gallery_bank_shape):
+    """``querybank_to_gallery_bank`` (``shape``, None when missing) beside a gallery bank
+    of ``gallery_bank_shape``: present, with one row per querybank row."""
+    name = type(normalizer).__name__
+    if shape is None:
+        raise ValueError(
+            f"{name} needs the querybank's similarities to the gallery bank, s(b, h): "
+            f"fit got gallery_bank of shape {gallery_bank_shape}, but no {CROSS_NAME}. Pass "
+            f"{CROSS_NAME} of shape ({querybank_shape[0]}, {gallery_bank_shape[0]}) (querybank "
+            "rows by gallery-bank items)."
+        )
+    if shape[0] != querybank_shape[0]:
+        raise ValueError(
+            f"{CROSS_NAME} has shape {shape}, but the querybank X has shape "
+            f"{querybank_shape}: {name} needs one row of {CROSS_NAME} per querybank "
+            f"row, {querybank_shape[0]} rows."
         )
 
 
@@ -90,6 +143,7 @@ class GalleryBank:
         self.normalizer = normalizer
         if not isinstance(gallery_bank, GalleryBankInput):
             gallery_bank = GalleryBankInput(gallery_bank)
+        _refuse_device_arrays(normalizer, gallery_bank)
         self.probe = None if gallery_bank.gallery_bank is None else self._probe(gallery_bank.gallery_bank)
         self.given_querybank_sims = self._check_querybank_sims(gallery_bank.querybank_sims)
 
@@ -123,21 +177,9 @@ class GalleryBank:
             return ProbeMatrix(
                 querybank.bank, self._prepared(querybank).T, querybank.metric, querybank.dtype
             )
-        name = type(self.normalizer).__name__
         sims = self.given_querybank_sims
-        if sims is None:
-            raise ValueError(
-                f"{name} needs the querybank's similarities to the gallery bank, s(b, h): "
-                f"fit got gallery_bank of shape {self.shape}, but no {CROSS_NAME}. Pass "
-                f"{CROSS_NAME} of shape ({querybank.shape[0]}, {self.shape[0]}) (querybank "
-                "rows by gallery-bank items)."
-            )
-        if sims.shape[0] != querybank.shape[0]:
-            raise ValueError(
-                f"{CROSS_NAME} has shape {sims.shape}, but the querybank X has shape "
-                f"{querybank.shape}: {name} needs one row of {CROSS_NAME} per querybank "
-                f"row, {querybank.shape[0]} rows."
-            )
+        check_querybank_sims_rows(self.normalizer, None if sims is None else sims.shape,
+                                  querybank.shape, None if self.probe is None else self.shape)
         if self.probe is not None:  # given beside it, unused, but not to be taken broken
             for _ in self.probe.blocks(self.normalizer.working_memory):
                 pass  # each block is checked for NaN and infinity as it is read
@@ -172,35 +214,31 @@ class GalleryBank:
         )
 
     def _check_width(self, shape, expected, what):
-        if shape[1] != expected:
-            form = "similarities to" if what == "gallery items" else "embeddings like"
-            raise ValueError(
-                f"gallery_bank has shape {shape}, but {type(self.normalizer).__name__} was "
-                f"fitted on a gallery of {self.normalizer.n_features_in_} items: the gallery "
-                f"bank must hold {form} the gallery, {expected} columns ({what})."
-            )
+        check_gallery_bank_width(self.normalizer, shape, expected, what)
 
     def _check_querybank_sims(self, sims):
         """The caller's precomputed ``s(b, h)`` (precomputed mode only), validated."""
         if sims is None:
             return None
-        name = type(self.normalizer).__name__
-        if self.normalizer.gallery_embeddings_ is not None:
-            raise ValueError(
-                f"{CROSS_NAME} (got shape {np.shape(sims)}) is for precomputed similarities, "
-                f"but {name} is fitted on embeddings (gallery=...), where s(b, h) is computed "
-                "from the querybank and gallery_bank embeddings: pass gallery_bank embeddings "
-                f"and no {CROSS_NAME}."
-            )
+        refuse_querybank_sims_with_embeddings(self.normalizer, np.shape(sims))
         with naming(CROSS_NAME, sims):
             sims = check_array(sims, dtype="numeric", ensure_all_finite=False, input_name=CROSS_NAME)
-        if self.probe is not None and sims.shape[1] != self.probe.shape[0]:
-            raise ValueError(
-                f"{CROSS_NAME} has shape {sims.shape}, but gallery_bank has shape "
-                f"{self.probe.shape}: {name} needs one column of {CROSS_NAME} per "
-                f"gallery-bank row, {self.probe.shape[0]} columns."
-            )
+        check_querybank_sims_columns(self.normalizer, sims.shape,
+                                     None if self.probe is None else self.probe.shape)
         return _CrossSims(sims, dtype=float_dtype(sims, CROSS_NAME), name=CROSS_NAME)
+
+
+def _refuse_device_arrays(normalizer, gallery_bank):
+    """Under ``array_api_dispatch``, a gallery bank of another namespace than NumPy beside
+    a NumPy querybank (which keeps the host) is refused: the banks must share a namespace."""
+    xp, on_device = namespace(*gallery_bank)
+    if on_device:
+        raise ValueError(
+            f"{type(normalizer).__name__} got a gallery bank of {namespace_name(xp)} "
+            "beside a NumPy querybank X: under array_api_dispatch, pass the querybank, the "
+            "gallery and the gallery bank as arrays of one namespace and device (or all as "
+            "NumPy arrays)."
+        )
 
 
 class _CrossSims(ProbeMatrix):
