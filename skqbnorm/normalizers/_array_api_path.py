@@ -20,7 +20,15 @@ own part in its module: ``_device_statistics(xp, n_gallery, dtype, where)`` (the
 statistics below that its fit needs), ``_learn_device(xp, statistics)`` (its fitted
 attributes), ``_device_scores(xp, sims)`` (the scores of whole rows) and
 ``_array_api_refusal()`` (``(setting, reason)`` for parameters that keep the path
-closed, else None).
+closed, else None), and, where its scores take more temporaries than ``N_BUFFERS``
+blocks, ``_device_buffers`` (how many blocks of query rows ``working_memory`` holds).
+A dual-bank normaliser (``capabilities.gallery_bank``) also declares
+``_device_gallery_bank_statistics(xp, n_gallery, dtype, where)`` and
+``_learn_device_gallery_bank(xp, gallery_bank)``, which receives ``(statistics,
+n_rows)`` of the gallery bank, read as the querybank is, or None without one. A
+multi-pass normaliser (``capabilities.bank_passes``) declares
+``_learn_device_passes(xp, statistics, bank, gallery_bank)`` in place of
+``_learn_device``: it reads the checked bank again with ``_similarity_blocks``.
 """
 
 import warnings
@@ -43,10 +51,17 @@ from .._core._array_api import (
     namespace_name,
 )
 from .._core._array_api import top_k as select_top_k
-from ._gallery_bank import check_gallery_bank_use
+from ._gallery_bank import check_gallery_bank_use, check_gallery_bank_width
 
 #: Blocks of similarities (and their temporaries) that ``working_memory`` holds at once.
 N_BUFFERS = 4
+
+
+def scoring_buffers(estimator):
+    """Blocks of query rows that ``working_memory`` holds at once while ``estimator``
+    scores them: ``N_BUFFERS``, or its ``_device_buffers`` where its scores need more
+    temporaries (the counts within sorted columns)."""
+    return getattr(estimator, "_device_buffers", N_BUFFERS)
 
 
 # -- which path ------------------------------------------------------------------------
@@ -187,18 +202,65 @@ def fit(estimator, X, y, gallery, gallery_bank):
     if not finite:
         for rows, block in _similarity_blocks(bank, gallery, estimator):
             check_finite(xp, block, rows, "querybank")
+    if estimator.capabilities.bank_passes:
+        estimator._learn_device_passes(xp, statistics, bank, gallery_bank)
+        estimator.n_bank_ = n_bank
+        return estimator
     estimator._learn_device(xp, statistics)
+    if estimator.capabilities.gallery_bank is not None:
+        estimator._learn_device_gallery_bank(xp, _gallery_bank_statistics(estimator, xp, gallery_bank,
+                                                                          where))
     estimator.n_bank_ = n_bank
     return estimator
 
 
-def _similarity_blocks(bank, gallery, estimator):
-    """``(rows, similarities)`` of blocks of bank rows, within ``working_memory``."""
+def _gallery_bank_statistics(estimator, xp, gallery_bank, where):
+    """``(statistics, n_rows)`` of a dual-bank normaliser's gallery bank, read in blocks
+    of its rows as the querybank is (``_device_gallery_bank_statistics``), or None."""
+    if gallery_bank is None:
+        return None
+    gallery = estimator.gallery_embeddings_
+    rows = check_matrix(xp, xp.asarray(gallery_bank, device=where), "gallery_bank")
+    if gallery is None:
+        check_gallery_bank_width(estimator, tuple(rows.shape), estimator.n_features_in_,
+                                 "gallery items")
+    else:
+        check_finite_embeddings(xp, rows, "gallery_bank")
+        check_gallery_bank_width(estimator, tuple(rows.shape), gallery.shape[1],
+                                 "embedding dimensions")
+        rows = xp.astype(rows, gallery.dtype)
+    n_gallery = estimator.n_features_in_
+    statistics = estimator._device_gallery_bank_statistics(xp, n_gallery, max_float(xp, where), where)
+    finite = FiniteFlag(xp, where)
+    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: non-finite named below
+        for _, block in _similarity_blocks(rows, gallery, estimator):
+            finite.add(block)
+            for statistic in statistics:
+                statistic.update(block)
+    if not finite:
+        for block_rows, block in _similarity_blocks(rows, gallery, estimator):
+            check_finite(xp, block, block_rows, "gallery_bank")
+    return statistics, rows.shape[0]
+
+
+def check_finite_embeddings(xp, embeddings, name):
+    """The NumPy path's ValueError for a NaN or an infinity among ``embeddings``, which
+    go to the host only when they hold one."""
+    if not bool(xp.all(xp.isfinite(embeddings))):
+        from .._core._array_api import to_numpy
+        from .._validation import check_embeddings
+
+        check_embeddings(to_numpy(embeddings), name)
+
+
+def _similarity_blocks(bank, gallery, estimator, n_joined=0):
+    """``(rows, similarities)`` of blocks of bank rows, within ``working_memory``; the
+    blocks leave room for ``n_joined`` more columns that the caller joins to them."""
     xp = compat().array_namespace(bank)
     n_gallery = bank.shape[1] if gallery is None else gallery.shape[0]
     itemsize = 8 if max_float(xp, device(bank)) == xp.float64 else 4
     budget = device_working_memory(xp, device(bank), estimator.working_memory)
-    step = rows_per_chunk(n_gallery, itemsize, budget, N_BUFFERS)
+    step = rows_per_chunk(n_gallery + n_joined, itemsize, budget, N_BUFFERS)
     for rows in gen_batches(bank.shape[0], step):
         if gallery is None:
             yield rows, bank[rows, :]
@@ -305,6 +367,15 @@ class RowTopKUnion:
             self.mask = self.mask | xp.any(best[:, rank:rank + 1] == self.items, axis=0)
 
 
+def excess_over_mean(xp, values):
+    """``(mean, values - mean)`` of a 1-D array of ``xp``: equal values have no excess at all."""
+    mean = float(xp.mean(values))
+    if bool(xp.all(values == values[0])):
+        mean = float(values[0])
+    with np.errstate(over="ignore"):  # NumPy-backed namespaces: an overflow shows in the scores
+        return mean, values - mean
+
+
 def learn_moments(estimator, xp, moments):
     """The bank's column mean and standard deviation (``ColumnMoments``) as the fitted
     statistics of a normaliser that standardises by them, with a scale that is never 0."""
@@ -323,7 +394,8 @@ def transform(estimator, X):
     xp, where = _same_namespace(estimator, "transform", X)
     sims = _query_sims(estimator, xp, X)
     budget = device_working_memory(xp, where, estimator.working_memory)
-    batches = list(gen_batches(sims.shape[0], rows_per_chunk(sims.shape[1], 8, budget, N_BUFFERS)))
+    batches = list(gen_batches(sims.shape[0], rows_per_chunk(sims.shape[1], 8, budget,
+                                                             scoring_buffers(estimator))))
     finite = FiniteFlag(xp, where)
     blocks = [_unchecked_scores(estimator, xp, sims[rows, :], finite) for rows in batches]
     if not finite:  # name a bad similarity, or clip or refuse the scores that overflow
@@ -364,7 +436,7 @@ def top_k(estimator, X, queries, chunks, k, return_scores):
         n_queries = prepared.shape[0]
     budget = device_working_memory(xp, where, estimator.working_memory)
     batches = list(gen_batches(n_queries, rows_per_chunk(estimator.n_features_in_, 8, budget,
-                                                         N_BUFFERS)))
+                                                         scoring_buffers(estimator))))
     finite = FiniteFlag(xp, where)
     found = [select_top_k(xp, _unchecked_scores(estimator, xp, read(rows), finite), k)
              for rows in batches]
@@ -461,3 +533,69 @@ def log_ndtr(xp, z):
     from .._core._array_api import to_numpy
 
     return xp.asarray(scipy_log_ndtr(to_numpy(z)), device=device(z))
+
+
+# -- ranks within the sorted bank columns (GC, the empiric MP) ---------------------------
+
+
+class SortedColumns:
+    """The bank's similarities with every column sorted ascending, kept whole: the
+    statistic of the normalisers that rank a similarity within its gallery item's bank
+    column (O(M N), in the similarities' dtype). Each column's values lie together in
+    memory, as on the NumPy path: ``result()`` is the transpose of its sorted rows."""
+
+    def __init__(self, xp):
+        self.xp, self.blocks = xp, []
+
+    def update(self, block):
+        self.blocks.append(block)
+
+    def result(self):
+        xp = self.xp
+        bank = xp.concat(self.blocks, axis=0)
+        self.blocks = []
+        n_rows, n_columns = bank.shape
+        # The transpose in row-major order (reshape copies it so on every namespace):
+        # the counts then read each column's values together, and never copy them.
+        columns = xp.reshape(xp.reshape(bank.T, (-1,)), (n_columns, n_rows))
+        del bank
+        return xp.sort(columns, axis=1).T
+
+
+def count_in_columns(xp, sorted_columns, values, side):
+    """Per column ``j``, how many of ``sorted_columns[:, j]`` are below ``values[q, j]``
+    (``side="left"``) or at most it (``"right"``), compared exactly in the wider dtype."""
+    return count_in_rows(xp, sorted_columns.T, values.T, side).T
+
+
+def count_in_rows(xp, sorted_rows, values, side):
+    """``searchsorted(sorted_rows[r, :], values[r, :], side)`` for every row ``r`` at once.
+
+    The standard's ``searchsorted`` takes one sorted row: ``torch.searchsorted`` on
+    torch (rows of one dtype), else a bisection of every value together, a gather
+    of each row's probes a step.
+    """
+    if namespace_name(xp) == "torch" and sorted_rows.dtype == values.dtype:
+        import torch
+
+        return torch.searchsorted(sorted_rows.contiguous(), values.contiguous(), side=side)
+    dtype = xp.result_type(sorted_rows.dtype, values.dtype)
+    values = xp.astype(values, dtype, copy=False)
+    n_rows, length = sorted_rows.shape
+    flat = xp.reshape(sorted_rows, (-1,))
+    row_start = xp.reshape(xp.arange(n_rows, dtype=xp.int64, device=device(values)) * length,
+                           (n_rows, 1))
+    below = xp.less if side == "left" else xp.less_equal
+    position = xp.zeros(values.shape, dtype=xp.int64, device=device(values))
+
+    def holds(offset):  # 1 where sorted_rows[r, position + offset] is below the value
+        probed = xp.take(flat, xp.reshape(row_start + (position + offset), (-1,)))
+        probed = xp.astype(xp.reshape(probed, values.shape), dtype, copy=False)
+        return xp.astype(below(probed, values), xp.int64)
+
+    span = length  # the count lies in [position, position + span]; each probe halves it
+    while span > 1:
+        half = span // 2
+        position = position + holds(half) * half
+        span -= half
+    return position + holds(0)

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._core import ColumnLogSumExp, RowTopKUnion, excess_over_mean
 from .._validation import NotBool
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
@@ -20,6 +21,18 @@ def soft_maxima(reducer, beta, name, bank):
             f"{name}={beta!r} is too small for these similarities: the {bank}'s soft "
             f"maxima, max + log(n_rows) / {name} (up to {np.nanmax(soft_max):.3g}), overflow "
             f"float64. Use a larger {name} or smaller similarities."
+        )
+    return soft_max
+
+
+def device_soft_maxima(xp, statistic, beta, name, bank):
+    """``soft_maxima`` of a ``LogSumExp`` on the array API path, in its dtype."""
+    soft_max = statistic.result()
+    if not bool(xp.all(xp.isfinite(soft_max))):
+        raise ValueError(
+            f"{name}={beta!r} is too small for these similarities: the {bank}'s soft "
+            f"maxima, max + log(n_rows) / {name}, overflow {soft_max.dtype}. Use a larger "
+            f"{name} or smaller similarities."
         )
     return soft_max
 
@@ -143,7 +156,8 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
     True
     """
 
-    capabilities = Capabilities(bias_form=True, gallery_bank="gallery_bank", index="bias", mergeable=True)
+    capabilities = Capabilities(bias_form=True, gallery_bank="gallery_bank", index="bias", mergeable=True,
+                                array_api=True)
 
     _parameter_constraints: dict = {
         **QueryBankNormalizer._parameter_constraints,
@@ -168,30 +182,59 @@ class DualInvertedSoftmax(BiasFormMixin, QueryBankNormalizer):
 
     def _learn_gallery_bank(self, gallery_bank):
         """The gallery bank's soft maxima (if any), then the bias of each factor."""
-        query_weight, gallery_weight = 1.0, 0.0
         self.gallery_bank_soft_max_, self.n_gallery_bank_ = None, 0
         if gallery_bank is not None:
             reducers = gallery_bank.reduce(self._gallery_bank_reducers)
             self._learn_gallery_bank_reducers(reducers)
             self.gallery_bank_soft_max_ = soft_maxima(reducers[0], self.beta2, "beta2", "gallery bank")
             self.n_gallery_bank_ = gallery_bank.shape[0]
+        self._learn_biases(excess_over_mean)
+
+    def _learn_biases(self, excess_of):
+        """``bias_`` and the excess of each combination of factors, from the soft maxima;
+        ``excess_of(values)`` gives ``(mean, values - mean)`` in the soft maxima's namespace."""
+        query_weight, gallery_weight = 1.0, 0.0
+        gallery = self.gallery_bank_soft_max_
+        if gallery is not None:
             query_weight = 1.0 / (1.0 + self.beta2 / self.beta1)  # beta1 / (beta1 + beta2)
             gallery_weight = 1.0 / (1.0 + self.beta1 / self.beta2)
         with np.errstate(over="ignore"):  # an overflow shows in the scores, which are checked
             self.bias_ = query_weight * self.bank_soft_max_
-            self._query_excess = query_weight * excess_over_mean(self.bank_soft_max_)[1]
+            self._query_excess = query_weight * excess_of(self.bank_soft_max_)[1]
             self._gallery_excess = None
-            if gallery_bank is not None:
-                gallery = self.gallery_bank_soft_max_
+            if gallery is not None:
                 self.bias_ = self.bias_ + gallery_weight * gallery
-                self._gallery_excess = gallery_weight * excess_over_mean(gallery)[1]
-            self.mean_bias_, self._excess = excess_over_mean(self.bias_)
+                self._gallery_excess = gallery_weight * excess_of(gallery)[1]
+            self.mean_bias_, self._excess = excess_of(self.bias_)
 
     def _learn_gallery_bank_reducers(self, reducers):
         """Hook for the statistics a subclass takes from the gallery bank beside ``c2``."""
 
     def _gallery_bias(self):
         return self._excess
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.LogSumExp(xp, n_gallery, dtype, float(self.beta1), where)]
+
+    def _device_gallery_bank_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.LogSumExp(xp, n_gallery, dtype, float(self.beta2), where)]
+
+    def _learn_device(self, xp, statistics):
+        self.bank_soft_max_ = device_soft_maxima(xp, statistics[0], self.beta1, "beta1", "querybank")
+
+    def _learn_device_gallery_bank(self, xp, gallery_bank):
+        """The gallery bank's soft maxima on the device (if any), then the biases."""
+        self.gallery_bank_soft_max_, self.n_gallery_bank_ = None, 0
+        if gallery_bank is not None:
+            statistics, n_rows = gallery_bank
+            self._learn_gallery_bank_reducers(statistics)
+            self.gallery_bank_soft_max_ = device_soft_maxima(xp, statistics[0], self.beta2, "beta2",
+                                                             "gallery bank")
+            self.n_gallery_bank_ = n_rows
+        self._learn_biases(lambda values: device_path.excess_over_mean(xp, values))
+
+    def _device_scores(self, xp, sims):
+        return sims - xp.astype(self._excess, sims.dtype)
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._excess[columns].astype(sims.dtype), out=out)
@@ -299,7 +342,7 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
 
     capabilities = Capabilities(
         bias_form=True, whole_rows=True, gated=True, gallery_bank="gallery_bank", index="bias",
-        mergeable=True,
+        mergeable=True, array_api=True,
     )
 
     _parameter_constraints: dict = {
@@ -332,6 +375,36 @@ class DualDynamicInvertedSoftmax(DualInvertedSoftmax):
 
     def _learn_gallery_bank_reducers(self, reducers):
         self.gallery_bank_activated_ = reducers[1].mask
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [*super()._device_statistics(xp, n_gallery, dtype, where),
+                device_path.RowTopKUnion(xp, n_gallery, int(self.k), where)]
+
+    def _device_gallery_bank_statistics(self, xp, n_gallery, dtype, where):
+        return [*super()._device_gallery_bank_statistics(xp, n_gallery, dtype, where),
+                device_path.RowTopKUnion(xp, n_gallery, int(self.k), where)]
+
+    def _learn_device(self, xp, statistics):
+        super()._learn_device(xp, statistics)
+        self.activated_ = statistics[1].mask
+        self.gallery_bank_activated_ = None
+
+    def _device_scores(self, xp, sims):
+        """Each row in the form its top-1's open gates select (see ``_score``)."""
+        top1 = xp.argmax(sims, axis=1)
+        query_open = xp.take(self.activated_, top1)
+        gallery_open = (xp.zeros_like(query_open) if self.gallery_bank_activated_ is None
+                        else xp.take(self.gallery_bank_activated_, top1))
+        forms = (
+            (query_open & gallery_open, self._excess),
+            (query_open & ~gallery_open, self._query_excess),
+            (gallery_open & ~query_open, self._gallery_excess),
+        )
+        scores = sims  # rows whose gates are both closed stay raw
+        for rows, excess in forms:  # three row forms, each a whole block
+            if excess is not None:
+                scores = xp.where(rows[:, None], sims - xp.astype(excess, sims.dtype), scores)
+        return scores
 
     def _gated_biases(self):
         """The bias of each combination of open gates (see ``_score``), gated by the top-1."""

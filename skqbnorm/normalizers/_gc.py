@@ -5,6 +5,7 @@ from sklearn.utils import gen_batches
 
 from .._core import all_finite, check_finite_block, rows_per_chunk
 from .._ranks import ColumnRanks, SortedColumns
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._capabilities import Capabilities
 from ._serving import fill_blocks
@@ -27,6 +28,12 @@ class GloballyCorrected(QueryBankNormalizer):
     of a few entries, exact: O(N) per query, O(N log M) at worst (long runs of
     tied bank similarities).
 
+    Under scikit-learn's ``array_api_dispatch``, torch, CuPy and array-api-strict
+    inputs are fitted and served on their device: the sorted columns stay there,
+    in the similarities' dtype, and each rank is a bisection of the column (no
+    table; ``torch.searchsorted`` on torch), O(N log M) per query, with the same
+    counts, ties included, hence the same scores as on the NumPy path.
+
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
     and gallery embeddings and computes the similarities under ``metric``; the
@@ -47,7 +54,8 @@ class GloballyCorrected(QueryBankNormalizer):
     Attributes
     ----------
     sorted_bank_ : ndarray of shape (n_bank, n_gallery)
-        The probe matrix with each column sorted ascending.
+        The probe matrix with each column sorted ascending (an array of the
+        inputs' namespace and device when fitted on one).
     gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
         The prepared gallery embeddings in embedding mode, else None.
     n_bank_ : int
@@ -76,11 +84,13 @@ class GloballyCorrected(QueryBankNormalizer):
     array([[-1.5, -1. ]])
     """
 
-    capabilities = Capabilities(whole_rows=True, index="rerank")
+    capabilities = Capabilities(whole_rows=True, index="rerank", array_api=True)
     _not_mergeable_because = (
         "its bank statistic is every column sorted (the ranks of a similarity within its "
         "gallery item's bank column), which partial_fit would have to keep whole and re-sort"
     )
+    #: Blocks of query rows that working_memory holds on a device: the counts' temporaries.
+    _device_buffers = 5
 
     def _transform_into(self, sims, dtype, out):
         """Scores in blocks as tall as ``working_memory`` allows for 256 columns.
@@ -125,6 +135,23 @@ class GloballyCorrected(QueryBankNormalizer):
     def _learn(self, reducers):
         self.sorted_bank_ = reducers[0].result()
         self._bank_ranks = ColumnRanks(self.sorted_bank_)
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.SortedColumns(xp)]
+
+    def _learn_device(self, xp, statistics):
+        self.__dict__.pop("_bank_ranks", None)  # a NumPy fit's table
+        self.sorted_bank_ = statistics[0].result()
+
+    def _device_scores(self, xp, sims):
+        """``-Rank_g(q) + u`` of whole rows, in the NumPy path's operations and order."""
+        low = xp.min(sims, axis=1, keepdims=True)
+        high = xp.max(sims, axis=1, keepdims=True)
+        half_spread = high * 0.5 - low * 0.5
+        divisor = xp.where(half_spread > 0, half_spread, xp.full_like(half_spread, xp.inf))
+        at_most = device_path.count_in_columns(xp, self.sorted_bank_, sims, "right")
+        ranks = xp.astype(self.sorted_bank_.shape[0] - at_most, sims.dtype)
+        return (sims * 0.25 - low * 0.25) / divisor - ranks
 
     def _row_state(self, sims, columns, state=None):
         """Each row's smallest and largest similarity so far."""

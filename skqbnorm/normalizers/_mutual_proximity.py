@@ -5,6 +5,7 @@ from scipy.special import log_ndtr
 from sklearn.utils._param_validation import StrOptions
 
 from .._core import ColumnMoments, RowMoments
+from .._core._array_api import device, max_float
 from .._ranks import ColumnRanks, SortedColumns, SortedRows
 from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
@@ -160,6 +161,12 @@ class MutualProximity(QueryBankNormalizer):
     streamed over a fixed tree of columns, so that ``top_k`` and ``transform``
     agree exactly).
 
+    Under scikit-learn's ``array_api_dispatch``, both methods fit and serve
+    torch, CuPy and array-api-strict inputs on their device. The empiric one
+    keeps its sorted columns there and counts by bisection (no table;
+    ``torch.searchsorted`` on torch): the same counts, ties included, as on the
+    NumPy path, and the scores to the rounding of the device's ``log``.
+
     The fit rule (shared by every normaliser): ``fit(P)`` takes the precomputed
     bank-by-gallery similarities ``P`` (M x N); ``fit(bank, gallery=G)`` takes bank
     and gallery embeddings and computes the similarities under ``metric``; the
@@ -191,7 +198,7 @@ class MutualProximity(QueryBankNormalizer):
         divided by as 1).
     sorted_bank_ : ndarray of shape (n_bank, n_gallery)
         The probe matrix with each column sorted ascending (``method="empiric"``
-        only).
+        only; an array of the inputs' namespace and device when fitted on one).
     gallery_embeddings_ : ndarray of shape (n_gallery, n_dims) or None
         The prepared gallery embeddings in embedding mode, else None.
     n_bank_ : int
@@ -259,11 +266,6 @@ class MutualProximity(QueryBankNormalizer):
             self.sorted_bank_ = reducers[0].result()
             self._bank_ranks = ColumnRanks(self.sorted_bank_)
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.array_api_support = self.capabilities.array_api and self._array_api_refusal() is None
-        return tags
-
     def _row_state(self, sims, columns, state=None):
         """The row's moments (Gaussian) or its sorted values (empiric), chunk by chunk."""
         if state is None:
@@ -295,22 +297,31 @@ class MutualProximity(QueryBankNormalizer):
         mean = np.einsum("qd,d->q", queries, mean)  # einsum: the same for every batch
         return RowMoments.given(mean, np.sqrt(np.maximum(variance, 0)))
 
-    def _array_api_refusal(self):
-        """Why these parameters keep the array API path closed, or None: the empiric
-        method ranks within every bank column sorted whole."""
-        if self.method != "gaussian":
-            reason = ("the empiric method ranks within every bank column sorted whole. "
-                      "Use method='gaussian'")
-            return f"method={self.method!r}", reason
-        return None
+    @property
+    def _device_buffers(self):
+        """Blocks of query rows that working_memory holds on a device: more for the
+        temporaries of the empiric method's counts."""
+        return device_path.N_BUFFERS if self.method == "gaussian" else 8
 
     def _device_statistics(self, xp, n_gallery, dtype, where):
-        return [device_path.ColumnMoments(xp, n_gallery, dtype, where)]
+        if self.method == "gaussian":
+            return [device_path.ColumnMoments(xp, n_gallery, dtype, where)]
+        return [device_path.SortedColumns(xp)]
 
     def _learn_device(self, xp, statistics):
-        device_path.learn_moments(self, xp, statistics[0])
+        if self.method == "gaussian":
+            device_path.learn_moments(self, xp, statistics[0])
+            return
+        for name in ("bank_mean_", "bank_std_", "_bank_scale", "_bank_ranks"):
+            self.__dict__.pop(name, None)  # a refit with the other method must not keep them
+        self.sorted_bank_ = statistics[0].result()
 
     def _device_scores(self, xp, sims):
+        if self.method == "gaussian":
+            return self._gaussian_device_scores(xp, sims)
+        return self._empiric_device_scores(xp, sims)
+
+    def _gaussian_device_scores(self, xp, sims):
         """``log Phi(z_bank) + log Phi(z_row)``, with the row's own moments."""
         wide = self.bank_mean_.dtype
         rows = xp.astype(sims, wide)
@@ -321,6 +332,24 @@ class MutualProximity(QueryBankNormalizer):
         row_z = device_path.standardised(xp, sims, row_mean, row_scale, wide)
         return xp.astype(device_path.log_ndtr(xp, bank_z) + device_path.log_ndtr(xp, row_z),
                          sims.dtype)
+
+    def _empiric_device_scores(self, xp, sims):
+        """``log(P_g P_q)`` of whole rows from the exact counts, as on the NumPy path."""
+        n_bank, n_gallery = self.sorted_bank_.shape
+        bank = self.sorted_bank_
+        # (2 c_g + 1) (2 c_q), c the midpoint counts: an exact integer, so equal
+        # products tie exactly.
+        bank_twice = (device_path.count_in_columns(xp, bank, sims, "left")
+                      + device_path.count_in_columns(xp, bank, sims, "right") + 1)
+        row = xp.sort(sims, axis=1)
+        row_twice = (device_path.count_in_rows(xp, row, sims, "left")
+                     + device_path.count_in_rows(xp, row, sims, "right"))
+        product = bank_twice * row_twice
+        product = xp.where(product > 0, product, xp.ones_like(product))  # 0 only where a NaN is
+        wide = max_float(xp, device(sims))
+        log_p = xp.log(xp.astype(product, wide)) - float(np.log(4.0 * (n_bank + 1) * n_gallery))
+        # A NaN or inf similarity must leave a non-finite score, for transform to name it.
+        return xp.astype(log_p + xp.astype(sims - sims, wide), sims.dtype)
 
     def _score(self, sims, columns, row_state, out):
         row = (self._row_state(sims, columns) if row_state is None else row_state).result()

@@ -1,5 +1,6 @@
 """Sinkhorn normalisation (SN): a log-domain Sinkhorn over the gallery and the querybank."""
 
+import math
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -7,11 +8,21 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._core import ColumnLogSumExp, all_finite, excess_over_mean
+from .._core._array_api import FiniteFlag, check_finite, check_matrix, device, max_float, to_numpy
 from .._validation import NotBool, warn_caller
+from . import _array_api_path as device_path
 from ._base import QueryBankNormalizer
 from ._bias import BiasFormMixin
 from ._capabilities import Capabilities
-from ._gallery_bank import GalleryBankInput, reader
+from ._gallery_bank import (
+    CROSS_NAME,
+    GalleryBankInput,
+    check_gallery_bank_width,
+    check_querybank_sims_columns,
+    check_querybank_sims_rows,
+    reader,
+    refuse_querybank_sims_with_embeddings,
+)
 
 
 def offset_block(block, offsets):
@@ -174,6 +185,58 @@ def _row_pass(read_bank, n_bank, tau, target_potential):
     return _checked(row.result(n_bank), tau, "querybank")
 
 
+def device_sinkhorn_potentials(xp, read_blocks, shape, tau, n_iter, tol, first_soft_max):
+    """:func:`sinkhorn_potentials` on the array API path: the same iterations from
+    ``h = 0``, each half-iteration one pass over ``read_blocks()`` (``(rows, block)``
+    pairs of P's rows), in ``first_soft_max``'s dtype (float64 where the device has
+    it). The marginal error, and whether each pass's soft maxima are finite, are read
+    on the host once an iteration, to decide whether to stop.
+    """
+    n_bank, n_targets = shape
+    dtype, where = first_soft_max.dtype, device(first_soft_max)
+    bank_potential = xp.zeros(n_bank, dtype=dtype, device=where)  # v = 1
+    soft_max = first_soft_max
+    for done in range(1, n_iter + 1):
+        if soft_max is None:
+            soft_max = _device_column_pass(xp, read_blocks, n_targets, tau, bank_potential)
+        target_potential = -tau * math.log(n_targets) - soft_max
+        with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: checked below
+            row_soft_max = _device_row_pass(xp, read_blocks, tau, target_potential)
+            updated = -tau * math.log(n_bank) - row_soft_max
+            change = xp.max(xp.abs(xp.expm1((bank_potential - updated) / tau)))
+        error, columns_finite, rows_finite = (float(value) for value in to_numpy(xp.stack([
+            change, xp.astype(xp.all(xp.isfinite(soft_max)), dtype),
+            xp.astype(xp.all(xp.isfinite(updated)), dtype)])))
+        if not columns_finite:
+            _checked(np.array([np.inf]), tau, "gallery")
+        if not rows_finite:
+            _checked(np.array([np.inf]), tau, "querybank")
+        if error <= tol or done == n_iter:
+            return SinkhornPotentials(soft_max, bank_potential, error, done)
+        bank_potential, soft_max = updated, None
+
+
+def _device_column_pass(xp, read_blocks, n_targets, tau, bank_potential):
+    """``tau * logsumexp_b((P[b, g] + h_b) / tau)`` for every target g, on the device."""
+    dtype = bank_potential.dtype
+    column = device_path.LogSumExp(xp, n_targets, dtype, 1.0 / tau, device(bank_potential))
+    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: checked by the caller
+        for rows, block in read_blocks():
+            column.update(xp.astype(block, dtype) + bank_potential[rows, None])
+        return column.result()
+
+
+def _device_row_pass(xp, read_blocks, tau, target_potential):
+    """``tau * logsumexp_g((P[b, g] + f_g) / tau)`` for every bank row b, on the device."""
+    beta, parts = 1.0 / tau, []
+    for _, block in read_blocks():
+        shifted = xp.astype(block, target_potential.dtype) + target_potential
+        largest = xp.max(shifted, axis=1, keepdims=True)
+        total = xp.sum(xp.exp(beta * (shifted - largest)), axis=1)
+        parts.append(largest[:, 0] + xp.log(total) / beta)
+    return parts[0] if len(parts) == 1 else xp.concat(parts)
+
+
 def _checked(soft_max, tau, side):
     if not np.isfinite(soft_max).all():
         raise ValueError(
@@ -295,7 +358,7 @@ class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
     array([[0.85, 0.15]])
     """
 
-    capabilities = Capabilities(bias_form=True, bank_passes=True, index="bias")
+    capabilities = Capabilities(bias_form=True, bank_passes=True, index="bias", array_api=True)
     _not_mergeable_because = (
         "its potentials come from Sinkhorn iterations, each a pass over the whole bank, "
         "which a merge of partial reductions does not give"
@@ -343,20 +406,56 @@ class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
         # tau * log u_g less its gallery mean is -(c_g - mean c): the constant drops out.
         soft_max = fit.target_soft_max[:n_gallery]
         self._excess = excess_over_mean(soft_max)[1]
-        if fit.marginal_error > self.tol:
+        self._warn_if_not_converged(fit.marginal_error)
+        return log_scaling[n_gallery:]
+
+    def _warn_if_not_converged(self, marginal_error):
+        if marginal_error > self.tol:
             warn_caller(
                 f"{type(self).__name__} did not reach tol={self.tol!r} in n_iter={self.n_iter} "
-                f"iterations: the marginal error is {fit.marginal_error:.3g}. Increase n_iter "
+                f"iterations: the marginal error is {marginal_error:.3g}. Increase n_iter "
                 "(or tau), or accept the result: the scores are those of the last iteration.",
                 ConvergenceWarning,
             )
-        return log_scaling[n_gallery:]
 
     def _gallery_bias(self):
         return self._excess
 
     def _score(self, sims, columns, row_state, out):
         np.subtract(sims, self._excess[columns].astype(sims.dtype), out=out)
+
+    def _device_statistics(self, xp, n_gallery, dtype, where):
+        return [device_path.LogSumExp(xp, n_gallery, dtype, 1.0 / self.tau, where)]  # u from v = 1
+
+    def _learn_device_passes(self, xp, statistics, bank, gallery_bank):
+        """The Sinkhorn iterations on the device, each half-iteration a pass over ``bank``."""
+        gallery = self.gallery_embeddings_
+
+        def read_blocks():
+            return device_path._similarity_blocks(bank, gallery, self)
+
+        shape = (bank.shape[0], self.n_features_in_)
+        self._fit_device_sinkhorn(xp, read_blocks, shape, statistics[0].result())
+
+    def _fit_device_sinkhorn(self, xp, read_blocks, shape, first_soft_max):
+        """``_fit_sinkhorn`` on the device: the fitted scalings stay there."""
+        if not bool(xp.all(xp.isfinite(first_soft_max))):
+            _checked(np.array([np.inf]), self.tau, "gallery")
+        fit = device_sinkhorn_potentials(xp, read_blocks, shape, self.tau, self.n_iter, self.tol,
+                                         first_soft_max)
+        n_gallery = self.n_features_in_
+        with np.errstate(over="ignore"):  # / tau may overflow: attributes to inspect only
+            log_scaling = (1.0 - fit.target_soft_max) / self.tau - math.log(shape[1])
+            self.bank_log_scaling_ = fit.bank_potential / self.tau
+        self.gallery_log_scaling_ = log_scaling[:n_gallery]
+        self.marginal_error_ = fit.marginal_error
+        self.n_iter_ = fit.n_iter
+        self._excess = device_path.excess_over_mean(xp, fit.target_soft_max[:n_gallery])[1]
+        self._warn_if_not_converged(fit.marginal_error)
+        return log_scaling[n_gallery:]
+
+    def _device_scores(self, xp, sims):
+        return sims - xp.astype(self._excess, sims.dtype)
 
 
 class DualBankSinkhornNormalization(SinkhornNormalization):
@@ -471,7 +570,8 @@ class DualBankSinkhornNormalization(SinkhornNormalization):
     """
 
     capabilities = Capabilities(
-        bias_form=True, bank_passes=True, gallery_bank="querybank_to_gallery_bank", index="bias"
+        bias_form=True, bank_passes=True, gallery_bank="querybank_to_gallery_bank", index="bias",
+        array_api=True,
     )
 
     def fit(self, X, y=None, *, gallery=None, gallery_bank=None, querybank_to_gallery_bank=None):
@@ -549,3 +649,85 @@ class DualBankSinkhornNormalization(SinkhornNormalization):
         read = reader(targets, self.working_memory, self.n_jobs)
         self.gallery_bank_log_scaling_ = self._fit_sinkhorn(read, targets.shape, first)
         self.n_gallery_bank_ = cross.shape[1]
+
+    def _learn_device_passes(self, xp, statistics, bank, gallery_bank):
+        """The Sinkhorn iterations on the device over the gallery and, if given, the gallery bank."""
+        self.gallery_bank_log_scaling_, self.n_gallery_bank_ = None, 0
+        if gallery_bank is None:
+            super()._learn_device_passes(xp, statistics, bank, gallery_bank)
+            return
+        if not isinstance(gallery_bank, GalleryBankInput):
+            gallery_bank = GalleryBankInput(gallery_bank)
+        if self.gallery_embeddings_ is None:
+            read_blocks, n_gallery_bank = self._device_joined_sims(xp, bank, gallery_bank)
+        else:
+            read_blocks, n_gallery_bank = self._device_target_sims(xp, bank, gallery_bank)
+        shape = (bank.shape[0], self.n_features_in_ + n_gallery_bank)
+        # The first u-update over every target (fit's pass covered the gallery's alone).
+        no_potential = xp.zeros(shape[0], dtype=statistics[0].dtype, device=device(bank))
+        first = _device_column_pass(xp, read_blocks, shape[1], self.tau, no_potential)
+        self.gallery_bank_log_scaling_ = self._fit_device_sinkhorn(xp, read_blocks, shape, first)
+        self.n_gallery_bank_ = n_gallery_bank
+
+    def _device_target_sims(self, xp, bank, gallery_bank):
+        """Embedding mode: ``read_blocks`` of the bank against the gallery and the gallery
+        bank's embeddings (computed block by block), and the gallery bank's size."""
+        where, gallery = device(bank), self.gallery_embeddings_
+        embeddings = gallery_bank.gallery_bank
+        if embeddings is not None:
+            embeddings = check_matrix(xp, xp.asarray(embeddings, device=where), "gallery_bank")
+            device_path.check_finite_embeddings(xp, embeddings, "gallery_bank")
+            check_gallery_bank_width(self, tuple(embeddings.shape), gallery.shape[1],
+                                     "embedding dimensions")
+        if gallery_bank.querybank_sims is not None:
+            refuse_querybank_sims_with_embeddings(self, tuple(gallery_bank.querybank_sims.shape))
+        targets = xp.concat([gallery, device_path._prepared(
+            xp, xp.astype(embeddings, gallery.dtype), self.metric)], axis=0)
+
+        def read_blocks():
+            return device_path._similarity_blocks(bank, targets, self)
+
+        return read_blocks, embeddings.shape[0]
+
+    def _device_joined_sims(self, xp, bank, gallery_bank):
+        """Precomputed mode: ``read_blocks`` of ``[P | s(b, h)]``, the caller's
+        ``querybank_to_gallery_bank`` joined to the bank's rows block by block, checked as
+        the NumPy path checks them (and a ``gallery_bank`` given beside them), and the
+        gallery bank's size."""
+        where = device(bank)
+        beside = gallery_bank.gallery_bank
+        if beside is not None:
+            beside = check_matrix(xp, xp.asarray(beside, device=where), "gallery_bank")
+            check_gallery_bank_width(self, tuple(beside.shape), self.n_features_in_, "gallery items")
+        cross = gallery_bank.querybank_sims
+        if cross is not None:
+            cross = check_matrix(xp, xp.asarray(cross, device=where), CROSS_NAME)
+            check_querybank_sims_columns(self, tuple(cross.shape),
+                                         None if beside is None else tuple(beside.shape))
+        check_querybank_sims_rows(self, None if cross is None else tuple(cross.shape),
+                                  tuple(bank.shape), None if beside is None else tuple(beside.shape))
+        if beside is not None:  # given beside s(b, h), unused, but not to be taken broken
+            self._check_finite_blocks(
+                xp, where, lambda: device_path._similarity_blocks(beside, None, self), "gallery_bank")
+        dtype = max_float(xp, where)
+
+        def read_blocks():
+            for rows, block in device_path._similarity_blocks(bank, None, self, cross.shape[1]):
+                yield rows, xp.concat([xp.astype(block, dtype), xp.astype(cross[rows, :], dtype)],
+                                      axis=1)
+
+        self._check_finite_blocks(
+            xp, where, lambda: device_path._similarity_blocks(cross, None, self), CROSS_NAME,
+            row_name="querybank", item="gallery-bank item")
+        return read_blocks, cross.shape[1]
+
+    def _check_finite_blocks(self, xp, where, read_blocks, name, **naming):
+        """A bad value of ``read_blocks()``'s blocks named as the NumPy path names it, the
+        answer read once."""
+        finite = FiniteFlag(xp, where)
+        for _, block in read_blocks():
+            finite.add(block)
+        if not finite:
+            for rows, block in read_blocks():
+                check_finite(xp, block, rows, name, **naming)
+
