@@ -193,15 +193,7 @@ def fit(estimator, X, y, gallery, gallery_bank):
     estimator._set_n_gallery(n_gallery)
     estimator._check_sizes(n_bank, n_gallery)
     statistics = estimator._device_statistics(xp, n_gallery, max_float(xp, where), where)
-    finite = FiniteFlag(xp, where)
-    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: non-finite named below
-        for _, block in _similarity_blocks(bank, gallery, estimator):
-            finite.add(block)
-            for statistic in statistics:
-                statistic.update(block)
-    if not finite:
-        for rows, block in _similarity_blocks(bank, gallery, estimator):
-            check_finite(xp, block, rows, "querybank")
+    _stream(xp, where, bank, gallery, estimator, statistics, "querybank")
     if estimator.capabilities.bank_passes:
         estimator._learn_device_passes(xp, statistics, bank, gallery_bank)
         estimator.n_bank_ = n_bank
@@ -231,16 +223,22 @@ def _gallery_bank_statistics(estimator, xp, gallery_bank, where):
         rows = xp.astype(rows, gallery.dtype)
     n_gallery = estimator.n_features_in_
     statistics = estimator._device_gallery_bank_statistics(xp, n_gallery, max_float(xp, where), where)
+    _stream(xp, where, rows, gallery, estimator, statistics, "gallery_bank")
+    return statistics, rows.shape[0]
+
+
+def _stream(xp, where, bank, gallery, estimator, statistics, name):
+    """Update ``statistics`` with the blocks of ``bank``'s similarities, then name a
+    NaN or an infinity among them (the ValueError of the NumPy path for ``name``)."""
     finite = FiniteFlag(xp, where)
     with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: non-finite named below
-        for _, block in _similarity_blocks(rows, gallery, estimator):
+        for _, block in _similarity_blocks(bank, gallery, estimator):
             finite.add(block)
             for statistic in statistics:
                 statistic.update(block)
     if not finite:
-        for block_rows, block in _similarity_blocks(rows, gallery, estimator):
-            check_finite(xp, block, block_rows, "gallery_bank")
-    return statistics, rows.shape[0]
+        for rows, block in _similarity_blocks(bank, gallery, estimator):
+            check_finite(xp, block, rows, name)
 
 
 def check_finite_embeddings(xp, embeddings, name):

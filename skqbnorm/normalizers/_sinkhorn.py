@@ -396,16 +396,20 @@ class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
         Returns the log scalings of the targets beyond the gallery (DBSN's gallery bank).
         """
         fit = sinkhorn_potentials(read_bank, shape, self.tau, self.n_iter, self.tol, first_soft_max)
+        return self._learn_potentials(fit, shape[1], excess_over_mean)
+
+    def _learn_potentials(self, fit, n_targets, excess_over_mean):
+        """The fitted scalings from the potentials ``fit`` (a ``SinkhornFit`` of either
+        path); returns the log scalings of the targets beyond the gallery."""
         n_gallery = self.n_features_in_
         with np.errstate(over="ignore"):  # / tau may overflow: attributes to inspect only
-            log_scaling = (1.0 - fit.target_soft_max) / self.tau - np.log(shape[1])
+            log_scaling = (1.0 - fit.target_soft_max) / self.tau - math.log(n_targets)
             self.bank_log_scaling_ = fit.bank_potential / self.tau
         self.gallery_log_scaling_ = log_scaling[:n_gallery]
         self.marginal_error_ = fit.marginal_error
         self.n_iter_ = fit.n_iter
         # tau * log u_g less its gallery mean is -(c_g - mean c): the constant drops out.
-        soft_max = fit.target_soft_max[:n_gallery]
-        self._excess = excess_over_mean(soft_max)[1]
+        self._excess = excess_over_mean(fit.target_soft_max[:n_gallery])[1]
         self._warn_if_not_converged(fit.marginal_error)
         return log_scaling[n_gallery:]
 
@@ -443,16 +447,7 @@ class SinkhornNormalization(BiasFormMixin, QueryBankNormalizer):
             _checked(np.array([np.inf]), self.tau, "gallery")
         fit = device_sinkhorn_potentials(xp, read_blocks, shape, self.tau, self.n_iter, self.tol,
                                          first_soft_max)
-        n_gallery = self.n_features_in_
-        with np.errstate(over="ignore"):  # / tau may overflow: attributes to inspect only
-            log_scaling = (1.0 - fit.target_soft_max) / self.tau - math.log(shape[1])
-            self.bank_log_scaling_ = fit.bank_potential / self.tau
-        self.gallery_log_scaling_ = log_scaling[:n_gallery]
-        self.marginal_error_ = fit.marginal_error
-        self.n_iter_ = fit.n_iter
-        self._excess = device_path.excess_over_mean(xp, fit.target_soft_max[:n_gallery])[1]
-        self._warn_if_not_converged(fit.marginal_error)
-        return log_scaling[n_gallery:]
+        return self._learn_potentials(fit, shape[1], lambda values: device_path.excess_over_mean(xp, values))
 
     def _device_scores(self, xp, sims):
         return sims - xp.astype(self._excess, sims.dtype)
