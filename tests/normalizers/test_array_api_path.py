@@ -151,7 +151,6 @@ def test_bundled_data_from_embeddings_equals_the_numpy_path(case, estimator, rev
     xp, device = namespace_and_device(case)
     embeddings, _ = revdict
     reference = clone(estimator).fit(embeddings["bank"], gallery=embeddings["gallery"])
-    expected_indices, expected_scores = reference.top_k(queries=embeddings["query"], k=10)
     on_device = {name: put(xp, device, values) for name, values in embeddings.items()}
     with dispatch():
         model = clone(estimator).set_params(working_memory=2).fit(
@@ -159,16 +158,27 @@ def test_bundled_data_from_embeddings_equals_the_numpy_path(case, estimator, rev
         indices, scores = model.top_k(queries=on_device["query"], k=10)
         sims = model.similarities(on_device["query"])
         transformed = model.transform(sims)
-    for name in STATISTICS:
-        if hasattr(reference, name):
-            fitted = getattr(model, name)
-            assert fitted.device == device and fitted.dtype == xp.float64
-            np.testing.assert_allclose(host(fitted), getattr(reference, name), rtol=0, atol=1e-6)
+    names = [name for name in STATISTICS if hasattr(reference, name)]
+    assert_fitted_from_float32_embeddings_as_on_numpy(
+        xp, device, estimator, model, reference, names, (indices, scores), transformed,
+        embeddings["query"])
+
+
+def assert_fitted_from_float32_embeddings_as_on_numpy(xp, device, estimator, model, reference,
+                                                      names, found, transformed, queries):
+    """The device model's statistics ``names`` (float64), top 10 and scores as the NumPy
+    reference's, within the stated tolerances."""
+    for name in names:
+        fitted = getattr(model, name)
+        assert fitted.device == device and fitted.dtype == xp.float64
+        np.testing.assert_allclose(host(fitted), getattr(reference, name), rtol=0, atol=1e-6)
+    indices, scores = found
+    expected_indices, expected_scores = reference.top_k(queries=queries, k=10)
     assert indices.device == device and scores.dtype == xp.float32
     assert same_top_k_share(host(indices), expected_indices) >= 0.999
     assert_scores_close(estimator, host(scores), expected_scores, np.float32)
     assert_scores_close(estimator, host(transformed), reference.transform(
-        reference.similarities(embeddings["query"])), np.float32)
+        reference.similarities(queries)), np.float32)
 
 
 @pytest.mark.parametrize("case", NAMESPACES)
@@ -574,7 +584,6 @@ def test_dbnorm_bundled_data_from_embeddings_equals_the_numpy_path(case, estimat
     gallery_bank = load_wordnet_revdict()["gallery_bank_embeddings"].astype(np.float32)
     reference = clone(estimator).fit(embeddings["bank"], gallery=embeddings["gallery"],
                                      gallery_bank=gallery_bank)
-    expected_indices, expected_scores = reference.top_k(queries=embeddings["query"], k=10)
     on_device = {name: put(xp, device, values) for name, values in embeddings.items()}
     with dispatch():
         model = clone(estimator).set_params(working_memory=2).fit(
@@ -582,15 +591,9 @@ def test_dbnorm_bundled_data_from_embeddings_equals_the_numpy_path(case, estimat
             gallery_bank=put(xp, device, gallery_bank))
         indices, scores = model.top_k(queries=on_device["query"], k=10)
         transformed = model.transform(model.similarities(on_device["query"]))
-    for name in ("bank_soft_max_", "gallery_bank_soft_max_", "bias_"):
-        fitted = getattr(model, name)
-        assert fitted.device == device and fitted.dtype == xp.float64
-        np.testing.assert_allclose(host(fitted), getattr(reference, name), rtol=0, atol=1e-6)
-    assert indices.device == device and scores.dtype == xp.float32
-    assert same_top_k_share(host(indices), expected_indices) >= 0.999
-    assert_scores_close(estimator, host(scores), expected_scores, np.float32)
-    assert_scores_close(estimator, host(transformed), reference.transform(
-        reference.similarities(embeddings["query"])), np.float32)
+    assert_fitted_from_float32_embeddings_as_on_numpy(
+        xp, device, estimator, model, reference, ("bank_soft_max_", "gallery_bank_soft_max_", "bias_"),
+        (indices, scores), transformed, embeddings["query"])
 
 
 @pytest.mark.parametrize("case", NAMESPACES)
