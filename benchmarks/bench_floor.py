@@ -31,13 +31,7 @@ from functools import partial
 import numpy as np
 from sklearn.base import clone
 
-from skqbnorm import (
-    CSLS,
-    Centering,
-    DynamicInvertedSoftmax,
-    InvertedSoftmax,
-    NearestNeighborNormalization,
-)
+import skqbnorm
 
 from _timing import (
     PRODUCT_ROWS,
@@ -58,14 +52,59 @@ def unit_rows(n_rows, n_dims, rng):
     return points
 
 
-def fitters(k):
+def scaled(n, scale):
+    """``n`` times ``scale``, at least 40."""
+    return max(40, int(n * scale))
+
+
+def embedding_sets(scale, dims, rng):
+    """``(bank, gallery, queries)`` of unit float32 rows at each of ``SIZES``, scaled."""
+    for n_bank, n_gallery, n_queries in SIZES:
+        bank, gallery = unit_rows(scaled(n_bank, scale), dims, rng), unit_rows(scaled(n_gallery, scale), dims, rng)
+        yield bank, gallery, unit_rows(scaled(n_queries, scale), dims, rng)
+
+
+def similarity_bank(size, rng):
+    """A ``size`` x ``size`` float32 bank of precomputed similarities (section c)."""
+    bank = rng.standard_normal((size, size), dtype=np.float32)
+    bank *= 0.1
+    return bank
+
+
+def fitters(k, package=skqbnorm):
+    """The normalisers timed, by row name, from ``package`` (another version of skqbnorm
+    imported under another name, for one)."""
     return {
-        "IS": InvertedSoftmax(),
-        "DIS": DynamicInvertedSoftmax(),
-        f"CSLS(k={k})": CSLS(k=k),
-        f"NNN(k={k})": NearestNeighborNormalization(k=k),
-        "Centering": Centering(),
+        "IS": package.InvertedSoftmax(),
+        "DIS": package.DynamicInvertedSoftmax(),
+        f"CSLS(k={k})": package.CSLS(k=k),
+        f"NNN(k={k})": package.NearestNeighborNormalization(k=k),
+        "Centering": package.Centering(),
     }
+
+
+def searched(estimators):
+    """The normalisers whose top-10 search is timed: all but IS and Centering."""
+    return {name: estimator for name, estimator in estimators.items() if name not in ("IS", "Centering")}
+
+
+def fit_functions(estimators, bank, gallery):
+    """``{"<name>, n_jobs=<n>": fit}`` with one job and with every core, each fitting a clone."""
+    return {
+        f"{name}, n_jobs={n_jobs}": partial(clone(estimator).set_params(n_jobs=n_jobs).fit, bank, gallery=gallery)
+        for name, estimator in estimators.items()
+        for n_jobs in (1, -1)
+    }
+
+
+def search_functions(fitted, queries):
+    """``{"<name> with scores": search, "<name> without scores": search}``: the top-10
+    of ``queries`` from each fitted normaliser."""
+    functions = {}
+    for name, estimator in fitted.items():
+        functions[f"{name} with scores"] = partial(estimator.top_k, queries=queries, k=10)
+        functions[f"{name} without scores"] = partial(estimator.top_k, queries=queries, k=10, return_scores=False)
+    return functions
 
 
 def report(title, baseline_name, times, target, floor=None):
@@ -132,11 +171,10 @@ def fits_from_embeddings(bank, gallery, k, repeat):
         softmax_floor: partial(product_then_log_sum_exp, bank, gallery),
         top_k_floor: partial(product_then_partition_top_k, bank, gallery, k),
     }
+    functions.update(fit_functions(fitters(k), bank, gallery))
     floors = {}
-    for name, estimator in fitters(k).items():
+    for name in fitters(k):
         for n_jobs in (1, -1):
-            functions[f"{name}, n_jobs={n_jobs}"] = partial(
-                clone(estimator).set_params(n_jobs=n_jobs).fit, bank, gallery=gallery)
             if name in ("IS", "DIS"):
                 floors[f"{name}, n_jobs={n_jobs}"] = softmax_floor
             elif name != "Centering":
@@ -152,14 +190,8 @@ def searches(bank, gallery, queries, k, repeat):
     def product_then_partition():
         return np.argpartition(queries @ gallery.T, -10, axis=1)[:, -10:]
 
-    functions = {"baseline": product_then_partition}
-    for name, estimator in fitters(k).items():
-        if name in ("IS", "Centering"):
-            continue
-        fitted = clone(estimator).fit(bank, gallery=gallery)
-        functions[f"{name} with scores"] = partial(fitted.top_k, queries=queries, k=10)
-        functions[f"{name} without scores"] = partial(
-            fitted.top_k, queries=queries, k=10, return_scores=False)
+    fitted = {name: clone(estimator).fit(bank, gallery=gallery) for name, estimator in searched(fitters(k)).items()}
+    functions = {"baseline": product_then_partition, **search_functions(fitted, queries)}
     report(f"b. top-10 of {len(queries)} queries over gallery {gallery.shape[0]}",
            "product + argpartition", interleaved_best_times(functions, repeat),
            lambda name: 1.1 if name.endswith("with scores") else 0.8)
@@ -167,8 +199,7 @@ def searches(bank, gallery, queries, k, repeat):
 
 def fits_on_similarities(size, repeat, rng):
     """c. IS and DIS fits on a precomputed bank over one blocked exp pass."""
-    bank = rng.standard_normal((size, size), dtype=np.float32)
-    bank *= 0.1
+    bank = similarity_bank(size, rng)
     block = np.empty((EXP_ROWS, size), dtype=np.float32)
 
     def exp_pass():  # each block of rows exponentiated into one buffer that stays in cache
@@ -186,8 +217,8 @@ def fits_on_similarities(size, repeat, rng):
     functions = {
         "baseline": exp_pass,
         floor: log_sum_exp_passes,
-        "IS": partial(InvertedSoftmax().fit, bank),
-        "DIS": partial(DynamicInvertedSoftmax().fit, bank),
+        "IS": partial(skqbnorm.InvertedSoftmax().fit, bank),
+        "DIS": partial(skqbnorm.DynamicInvertedSoftmax().fit, bank),
     }
     report(f"c. fits on a precomputed {size} x {size} float32 bank", "one blocked np.exp pass",
            interleaved_best_times(functions, repeat),
@@ -203,18 +234,13 @@ def main():
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    def size(n):
-        return max(40, int(n * args.scale))
-
     print(machine_description())
     rng = np.random.default_rng(0)
-    for n_bank, n_gallery, n_queries in SIZES:
-        bank, gallery = unit_rows(size(n_bank), args.dims, rng), unit_rows(size(n_gallery), args.dims, rng)
-        queries = unit_rows(size(n_queries), args.dims, rng)
+    for bank, gallery, queries in embedding_sets(args.scale, args.dims, rng):
         k = min(args.k, len(bank), len(gallery))
         fits_from_embeddings(bank, gallery, k, args.repeat)
         searches(bank, gallery, queries, k, args.repeat)
-    fits_on_similarities(size(EXP_SIZE), args.repeat, rng)
+    fits_on_similarities(scaled(EXP_SIZE, args.scale), args.repeat, rng)
     print(f"\nload average at the end: {load_average()}")
 
 
