@@ -1,9 +1,13 @@
 """The benchmark scripts still run (at tiny sizes: timings are not asserted here)."""
 
+import re
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from skqbnorm.catalogue import rerankers
@@ -116,3 +120,51 @@ def test_device_benchmark_prints_every_fit_and_search_and_says_no_accelerator_wa
             assert float(cells[3].rstrip("x")) > 0, row  # a speed-up over the NumPy path
     assert "top-10 identical to the NumPy path's" in stdout
     assert "no accelerator was measured" in stdout
+
+
+def test_versions_benchmark_checks_and_times_every_case_against_head():
+    if shutil.which("git") is None or not (BENCHMARKS.parent / ".git").exists():
+        pytest.skip("bench_versions.py extracts a commit with git: needs git and the repository's .git")
+    stdout = run_script("bench_versions.py", ["--against", "HEAD", "--scale", "0.01", "--dims", "16",
+                                              "--rounds", "2"])
+    checks = [line for line in stdout.splitlines() if line.startswith("- ")]
+    rows = [line for line in stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    header, *rows = rows
+    assert header.count("|") == 9
+    cases = [row.split("|")[1].strip() for row in rows]
+    fits = [f"a. {name}, n_jobs={n_jobs}" for name in ("IS", "DIS", "CSLS(k)", "NNN(k)", "Centering")
+            for n_jobs in (1, -1)]
+    searches = [f"b. {name} {scores} scores" for name in ("DIS", "CSLS(k)", "NNN(k)")
+                for scores in ("with", "without")]
+    # each case of sections a and b at both sizes, each of section c once
+    expected = Counter(2 * (fits + searches) + ["c. IS", "c. DIS"])
+    assert Counter(re.sub(r"k=\d+", "k", case.split(" · ")[0]) for case in cases) == expected
+    assert len(set(cases)) == len(cases)
+    # the same commit's code on the same data: every case's results equal, to the bit
+    assert len(checks) == len(cases)
+    assert all(line.endswith("top-10 indices equal; scores and fitted statistics bitwise equal")
+               for line in checks), checks
+    for row in rows:
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        assert cells[1] == "yes", row
+        for ratio in (cells[4], cells[7]):  # "mean [low, high]", low <= mean <= high
+            mean, low, high = (float(x) for x in ratio.replace("[", "").replace("]", "").replace(",", "").split())
+            assert 0 < low <= mean <= high, row
+        assert all(float(cells[i]) > 0 for i in (2, 3)), row
+    assert "load average before" in stdout and "load average after" in stdout
+
+
+def test_versions_benchmark_says_when_results_differ(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from bench_versions import compare
+
+    indices = np.array([[0, 1], [2, 3], [4, 5]])
+    scores = np.array([[0.5, 0.25], [0.5, 0.25], [0.5, 0.25]], dtype=np.float32)
+    same = compare((indices, [scores]), (indices.copy(), [scores.copy()]))
+    assert same == ("top-10 indices equal; scores and fitted statistics bitwise equal", True)
+    swapped = indices.copy()
+    swapped[1] = [3, 2]
+    line, equal = compare((indices, [scores]), (swapped, [scores + np.float32(2**-10)]))
+    assert not equal
+    assert line == ("top-10 indices DIFFER (1 of 3 queries); "
+                    "scores or fitted statistics differ by up to 0.000977")
