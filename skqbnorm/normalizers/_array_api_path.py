@@ -31,6 +31,7 @@ multi-pass normaliser (``capabilities.bank_passes``) declares
 ``_learn_device``: it reads the checked bank again with ``_similarity_blocks``.
 """
 
+import math
 import warnings
 
 import numpy as np
@@ -366,8 +367,15 @@ class RowTopKUnion:
 
 
 def excess_over_mean(xp, values):
-    """``(mean, values - mean)`` of a 1-D array of ``xp``: equal values have no excess at all."""
-    mean = float(xp.mean(values))
+    """``(mean, values - mean)`` of a 1-D array of ``xp``, as the NumPy path's: the mean
+    in the widest float the device has, scaled by a power of two (exact) where the plain
+    sum overflows; equal values have no excess at all."""
+    wide = xp.astype(values, max_float(xp, device(values)), copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # NumPy-backed: rescaled below
+        mean = float(xp.mean(wide))
+    if not math.isfinite(mean) and bool(xp.all(xp.isfinite(values))):
+        scale = 2.0 ** int(values.shape[0]).bit_length()  # above the count: no overflow
+        mean = float(xp.mean(wide / scale)) * scale
     if bool(xp.all(values == values[0])):
         mean = float(values[0])
     with np.errstate(over="ignore"):  # NumPy-backed namespaces: an overflow shows in the scores

@@ -1063,3 +1063,18 @@ def test_sinkhorn_that_does_not_converge_warns_as_the_numpy_path(case):
                                                                           rel=1e-9)
     assert str(found[0].message) == str(expected[0].message)
     assert found[0].filename == expected[0].filename == __file__
+
+
+@pytest.mark.parametrize("case", NAMESPACES)
+def test_a_mean_bias_near_the_float64_maximum_is_the_numpy_paths(case):
+    """The soft maxima sum past the float64 maximum: the mean is taken scaled, as on NumPy."""
+    xp, device = namespace_and_device(case)
+    rng = np.random.default_rng(0)
+    bank, queries = (1e307 * (1 + 0.1 * rng.random(size=shape)) for shape in ((30, 25), (3, 25)))
+    reference = DualInvertedSoftmax(beta1=1.0).fit(bank)
+    with dispatch():
+        model = DualInvertedSoftmax(beta1=1.0).fit(put(xp, device, bank))
+        scores = model.transform(put(xp, device, queries))
+    if model.mean_bias_ != reference.mean_bias_:
+        assert model.mean_bias_ == pytest.approx(reference.mean_bias_, rel=1e-12)
+    np.testing.assert_allclose(host(scores), reference.transform(queries), rtol=1e-12)
