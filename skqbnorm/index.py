@@ -108,10 +108,12 @@ class NormalizedIndex(BaseEstimator):
     :meth:`fit` measures the index's recall@10 against the exact
     ``normalizer_.top_k`` on calibration queries (``calibration_queries``, else the
     querybank ``X`` when given) and keeps the smallest setting, doubling from 1 (IVF)
-    or 16 (HNSW), that reaches ``target_recall``. It warns where only a search of
-    every inverted list reaches it (an exact ``"Flat"`` index then answers as well),
-    where HNSW does not reach it at ``efSearch=8192``, and where no calibration
-    queries were given (it then uses ``nprobe=128`` and ``ef_search=512``, unmeasured).
+    or 16 (HNSW), that reaches ``target_recall`` (or what the largest reaches, where
+    that is less). It warns where only a search of every inverted list reaches it (an
+    exact ``"Flat"`` index then answers as well), where HNSW does not reach it at
+    ``efSearch=8192``, where a reranked normaliser's ``n_candidates`` caps the recall,
+    and where no calibration queries were given (it then uses ``nprobe=128`` and
+    ``ef_search=512``, unmeasured).
     Check the recall on your queries with :meth:`recall`; the user guide's
     :ref:`index-recall` section gives measured figures.
 
@@ -145,8 +147,9 @@ class NormalizedIndex(BaseEstimator):
         number); unused by others. ``"auto"`` chooses it at :meth:`fit` by
         ``target_recall``.
     ef_search : int or "auto", default="auto"
-        Candidate-list size of an HNSW search (``efSearch``); unused by others.
-        ``"auto"`` chooses it at :meth:`fit` by ``target_recall``.
+        Candidate-list size of an HNSW search (``efSearch``: of the index's graph,
+        or of an IVF index's HNSW coarse quantiser); unused by others. ``"auto"``
+        chooses it at :meth:`fit` by ``target_recall``, after ``nprobe``.
     target_recall : float in (0, 1], default=0.98
         The recall@10 against exact search, on the calibration queries, that the
         ``"auto"`` settings reach.
@@ -177,12 +180,12 @@ class NormalizedIndex(BaseEstimator):
     n_dims_ : int
         Dimension of the query embeddings.
     nprobe_ : int or None
-        The ``nprobe`` searches use (chosen, or given); None where the index has no
+        The ``nprobe`` chosen (or given) at fit; None where the index has no
         inverted lists. An integer ``nprobe`` set later by ``set_params`` takes
-        effect at the next search, without a refit.
+        effect at the next search, without a refit; ``"auto"`` then uses this one.
     ef_search_ : int or None
-        The ``efSearch`` searches use (chosen, or given); None where the index
-        has no HNSW graph. Likewise overridden by a later integer ``ef_search``.
+        The ``efSearch`` chosen (or given) at fit; None where the index has no
+        HNSW graph. A later ``ef_search`` takes effect as ``nprobe`` does.
     calibration_recall_ : float or None
         The recall@10 of the index at ``nprobe_`` and ``ef_search_`` on the
         calibration queries; None where nothing was calibrated (an exact index,
@@ -248,6 +251,9 @@ class NormalizedIndex(BaseEstimator):
         calibration_queries : array-like of shape (n_queries, n_dims), default=None
             Queries like those the index will serve (at most 256 evenly spaced rows
             are used), on which the ``"auto"`` settings are chosen; None uses ``X``.
+            The bank's own rows are scored otherwise than new queries by some
+            normalisers (a bank query opens every gate of a dynamic one), which
+            tends to choose larger settings: pass held-out queries where you have them.
 
         Returns
         -------
@@ -255,8 +261,11 @@ class NormalizedIndex(BaseEstimator):
             The fitted index.
         """
         self._validate_params()
-        self._calibration_queries = calibration_sample(X if calibration_queries is None else calibration_queries)
-        self._build(self._fitted_serving(X, y, gallery, gallery_bank).check())
+        queries = calibration_sample(X if calibration_queries is None else calibration_queries)
+        serving = self._fitted_serving(X, y, gallery, gallery_bank).check()
+        check_calibration_width(queries, serving.normalizer.gallery_embeddings_.shape[1])
+        self._calibration_queries = queries
+        self._build(serving)
         return self
 
     def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None):
@@ -400,6 +409,7 @@ class NormalizedIndex(BaseEstimator):
                 f"{vectors.shape[1]}-dimensional vectors: {last_line(error)}"
             ) from error
         rewritable = bias_storage(faiss, index) is not None
+        self._ladders = search_ladders(index)
         if not index.is_trained:
             step = 1 if self.train_size is None else -(-len(vectors) // self.train_size)
             training = np.array(vectors[::step])
@@ -424,60 +434,72 @@ class NormalizedIndex(BaseEstimator):
     def _choose_search_settings(self):
         """Set ``nprobe_`` and ``ef_search_``: given, or the first of their doubling
         ladders whose recall on the calibration queries reaches ``target_recall``."""
-        ladders = search_ladders(self.index_)
+        ladders = self._ladders
         for name, ladder in ladders.items():
             value = UNCALIBRATED[name] if getattr(self, name) == "auto" else getattr(self, name)
             setattr(self, f"{name}_", None if ladder is None else capped(name, value, ladder))
         auto = [name for name in ladders if ladders[name] and getattr(self, name) == "auto"]
         self.calibration_recall_ = None
-        if not auto:
-            return
-        queries = self._calibration_queries
-        if queries is None:
+        if auto and self._calibration_queries is None:
             warn_caller(
                 f"NormalizedIndex chose {self._settings_text(auto)} "
                 "without measuring recall: no calibration queries. Pass "
                 "fit(calibration_queries=...) (a few hundred queries like those to serve), "
                 "or set the value, and check it with index.recall(queries).", UserWarning)
-            return
-        self._check_calibration_queries(queries)
+        elif auto:
+            self._calibrate(auto)
+        self._set_search_parameters()
+
+    def _calibrate(self, auto):
+        """Climb each ``"auto"`` setting's ladder to the first value whose recall reaches
+        ``target_recall``, or what the ladder's top reaches where that is less."""
+        queries = self._calibration_queries
         k = min(CALIBRATION_K, self.n_gallery_)
         exact = self.normalizer_.top_k(queries=queries, k=k)[0]
-        for name in auto:
-            setattr(self, f"{name}_", ladders[name][-1])
-        for name in auto:
-            for value in ladders[name]:
-                setattr(self, f"{name}_", value)
-                recall = float(np.mean(shared_per_row(self.search(queries, k)[0], exact, self.n_gallery_))) / k
-                if recall >= self.target_recall:
-                    break
-        self.calibration_recall_ = recall
-        self._warn_about_calibration(auto, ladders, recall)
 
-    def _warn_about_calibration(self, auto, ladders, recall):
+        def recall_at(name, value):
+            setattr(self, f"{name}_", value)
+            return float(np.mean(shared_per_row(self.search(queries, k)[0], exact, self.n_gallery_))) / k
+
+        for name in auto:
+            setattr(self, f"{name}_", self._ladders[name][-1])
+        for name in auto:
+            ladder = self._ladders[name]
+            ceiling = recall_at(name, ladder[-1])
+            goal = min(self.target_recall, ceiling)
+            for value in ladder:
+                recall = ceiling if value == ladder[-1] else recall_at(name, value)
+                if recall >= goal:
+                    break
+            setattr(self, f"{name}_", value)
+        self.calibration_recall_ = recall
+        self._warn_about_calibration(auto, recall)
+
+    def _warn_about_calibration(self, auto, recall):
         """Warn where the target was missed, or met only by an exhaustive IVF search."""
-        if recall < self.target_recall:
+        if recall < self.target_recall and not self.bias_form_:
+            warn_caller(
+                f"NormalizedIndex({self.factory!r}) reaches at most recall@10 {recall:.3f} on "
+                f"the calibration queries, below target_recall={self.target_recall}: "
+                f"{type(self.normalizer_).__name__} is served by reranking the "
+                f"n_candidates={self.n_candidates} best raw items, which hold less of its "
+                "top 10. Raise n_candidates, or serve with normalizer.top_k(queries=...).",
+                UserWarning)
+        elif recall < self.target_recall:
             warn_caller(
                 f"NormalizedIndex({self.factory!r}) reaches recall@10 {recall:.3f} on the "
                 f"calibration queries at {self._settings_text(auto)}, below "
                 f"target_recall={self.target_recall}: serve with factory='Flat' or the "
                 "exact normalizer.top_k(queries=...), or lower target_recall.", UserWarning)
-        elif "nprobe" in auto and self.nprobe_ == ladders["nprobe"][-1] > 1:
+        elif "nprobe" in auto and self.nprobe_ == self._ladders["nprobe"][-1] > 1:
             warn_caller(
                 f"NormalizedIndex({self.factory!r}) reaches target_recall={self.target_recall} "
                 f"only at nprobe={self.nprobe_}, every inverted list: it searches the whole "
-                "gallery, as an exact factory='Flat' index does at lower cost. The "
-                "normaliser lifts items far from the queries, which no list near a query holds.",
-                UserWarning)
+                "gallery, as an exact factory='Flat' index does at lower cost.", UserWarning)
 
     def _settings_text(self, names):
         return ", ".join(f"{name}={getattr(self, name + '_')}" for name in names)
 
-    def _check_calibration_queries(self, queries):
-        if queries.ndim != 2 or queries.shape[1] != self.n_dims_:
-            raise ValueError(
-                f"calibration_queries must have shape (n_queries, {self.n_dims_}), the "
-                f"gallery's embedding width; got shape {queries.shape}.")
 
     def _refresh(self, serving):
         """Serve ``serving``'s normaliser, rewriting the stored biases or rebuilding."""
@@ -561,14 +583,14 @@ class NormalizedIndex(BaseEstimator):
             )
         return serving
 
-    def _set_search_parameters(self, index):
+    def _set_search_parameters(self):
         """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they
-        apply: an integer parameter, else the chosen one."""
+        apply: an integer parameter, else the one chosen at fit."""
         space = import_faiss().ParameterSpace()
-        for name, ladder in search_ladders(index).items():
+        for name, ladder in self._ladders.items():
             if ladder is not None:
                 value = getattr(self, f"{name}_") if getattr(self, name) == "auto" else getattr(self, name)
-                space.set_index_parameter(index, FAISS_NAMES[name], capped(name, value, ladder))
+                space.set_index_parameter(self.index_, FAISS_NAMES[name], capped(name, value, ladder))
 
     # -- search ----------------------------------------------------------------------
 
@@ -598,7 +620,8 @@ class NormalizedIndex(BaseEstimator):
                 f"got k={k!r}."
             )
         prepared = self._serving.prepare_queries(queries)
-        self._set_search_parameters(self.index_)  # set here, so that set_params needs no refit
+        self._validate_params()  # set_params takes effect here, without a refit
+        self._set_search_parameters()
         indices = np.empty((len(prepared), k), dtype=np.intp)
         scores = np.empty((len(prepared), k), dtype=prepared.dtype)
         for rows in gen_batches(len(prepared), self.batch_size):
@@ -736,9 +759,8 @@ def calibration_sample(queries):
     if n_rows == 0:
         raise ValueError("calibration_queries (or X) has no rows: give at least one query.")
     rows = np.unique(np.linspace(0, n_rows - 1, min(n_rows, CALIBRATION_QUERIES)).astype(np.intp))
-    sample = check_array(_safe_indexing(queries, rows), dtype=(np.float64, np.float32),
-                         input_name="calibration_queries")
-    return np.array(sample)
+    return check_array(_safe_indexing(queries, rows), dtype=(np.float64, np.float32),
+                       input_name="calibration_queries", copy=True)
 
 
 def search_ladders(index):
@@ -755,6 +777,14 @@ def search_ladders(index):
         return ladders
     ladders["ef_search"] = [16 << i for i in range((MAX_EF_SEARCH // 16).bit_length())]
     return ladders
+
+
+def check_calibration_width(queries, n_dims):
+    """Refuse calibration queries whose width is not the gallery embeddings'."""
+    if queries is not None and queries.shape[1] != n_dims:
+        raise ValueError(
+            f"calibration_queries must have shape (n_queries, {n_dims}), the gallery's "
+            f"embedding width; got shape {queries.shape}.")
 
 
 def capped(name, value, ladder):

@@ -465,15 +465,45 @@ def test_a_later_integer_setting_overrides_the_chosen_one(data):
     assert faiss.extract_index_ivf(index.index_).nprobe == index.nprobe_
 
 
+@pytest.mark.parametrize("factory", ["IVF16,Flat", "Flat"])
 @pytest.mark.parametrize("queries, match", [
     (np.zeros((0, N_DIMS)), "calibration_queries .*has no rows"),
     (np.zeros((5, N_DIMS + 1)), r"calibration_queries must have shape \(n_queries, 16\).*\(5, 17\)"),
     (np.full((5, N_DIMS), np.nan), "calibration_queries"),
 ])
-def test_bad_calibration_queries_are_refused(data, queries, match):
+def test_bad_calibration_queries_are_refused_before_the_index_is_built(data, factory, queries, match):
     normalizer = fit(CSLS(k=3), data)
+    index = NormalizedIndex(normalizer, factory)
     with pytest.raises(ValueError, match=match):
-        NormalizedIndex(normalizer, "IVF16,Flat").fit(calibration_queries=queries)
+        index.fit(calibration_queries=queries)
+    assert not hasattr(index, "index_")
+
+
+def test_a_reranked_normalisers_recall_is_capped_by_its_candidates_not_the_lists():
+    """GC is served from the n_candidates best raw items: past the setting where they are
+    all found, more lists add nothing, and the warning names n_candidates."""
+    data = lifted_data()
+    normalizer = GloballyCorrected().fit(data["bank"], gallery=data["gallery"])
+    with pytest.warns(UserWarning, match=r"reaches at most recall@10 0\.\d+ .*n_candidates=10.*Raise n_candidates"):
+        index = NormalizedIndex(normalizer, "IVF64,Flat", n_candidates=10).fit(calibration_queries=data["queries"])
+    every_list = NormalizedIndex(normalizer, "IVF64,Flat", n_candidates=10, nprobe=64).fit()
+    ceiling = every_list.recall(data["queries"], k=10)
+    assert index.calibration_recall_ == pytest.approx(ceiling) and ceiling < 0.98
+    assert index.nprobe_ < 64
+    smaller = index.nprobe_ // 2
+    if smaller:
+        below = NormalizedIndex(normalizer, "IVF64,Flat", n_candidates=10, nprobe=smaller).fit()
+        assert below.recall(data["queries"], k=10) < ceiling
+
+
+def test_the_index_holds_the_settings_after_fit_and_search_validates_them(data):
+    normalizer = fit(CSLS(k=3), data)
+    hnsw = NormalizedIndex(normalizer, "HNSW8", ef_search=300).fit()
+    assert hnsw.index_.hnsw.efSearch == 300  # as written by faiss.write_index
+    ivf = NormalizedIndex(normalizer, "IVF16,Flat", nprobe=3).fit()
+    assert faiss.extract_index_ivf(ivf.index_).nprobe == 3
+    with pytest.raises(ValueError, match="'nprobe' parameter"):
+        ivf.set_params(nprobe=0).search(data["queries"][:1])
 
 
 @pytest.mark.parametrize("target_recall", [0, -0.5, 1.01, True, "high"])
