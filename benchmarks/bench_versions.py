@@ -29,6 +29,7 @@ Run (from anywhere in the repository's git checkout):
 """
 
 import argparse
+import ast
 import importlib
 import io
 import subprocess
@@ -69,16 +70,33 @@ def import_commit(commit, folder):
     commit_id = git("rev-parse", "--verify", f"{commit}^{{commit}}").decode().strip()
     archive = git("archive", "--format=tar", commit_id, "skqbnorm")
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(folder, filter="data")
+        # the "data" filter (Python 3.10.12+) refuses links and paths out of the folder
+        tar.extractall(folder, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     name = f"skqbnorm_{commit_id[:12]}"
     (Path(folder) / "skqbnorm").rename(Path(folder) / name)
+    absolute = absolute_imports(Path(folder) / name)
+    if absolute:  # the other version would run this checkout's code under its name
+        raise SystemExit(f"{name} imports skqbnorm by name ({', '.join(absolute[:3])}): cannot compare.")
     sys.path.insert(0, str(folder))
-    before = set(sys.modules)
-    module = importlib.import_module(name)
-    reached = sorted(m for m in set(sys.modules) - before if m == "skqbnorm" or m.startswith("skqbnorm."))
-    if reached:  # an absolute import in the other version would time this checkout's code
-        raise SystemExit(f"{name} imports this checkout's modules ({', '.join(reached)}): cannot compare.")
-    return module, commit_id
+    return importlib.import_module(name), commit_id
+
+
+def absolute_imports(package):
+    """``file:line`` of each statement in ``package`` that imports ``skqbnorm`` by name
+    (code, not docstrings), wherever it stands: a module's top or a function's body."""
+    return [f"{path.relative_to(package)}:{node.lineno}"
+            for path in sorted(package.rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if any(name == "skqbnorm" or name.startswith("skqbnorm.") for name in imported(node))]
+
+
+def imported(node):
+    """The absolute module names an import statement names (none for other nodes)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0:
+        return [node.module or ""]
+    return []
 
 
 def git(*args):
@@ -120,14 +138,14 @@ def precomputed_cases(package, bank, wanted):
 
 def fitted_results(fitted, **query):
     """A fitted normaliser's top-10 indices of the checked queries, and its fitted arrays."""
-    statistics = [value for key, value in sorted(vars(fitted).items())
-                  if key.endswith("_") and not key.startswith("_") and isinstance(value, np.ndarray)]
+    statistics = {key: value for key, value in vars(fitted).items()
+                  if key.endswith("_") and not key.startswith("_") and isinstance(value, np.ndarray)}
     return fitted.top_k(**query, k=10, return_scores=False), statistics
 
 
 def search_results(result):
     """A search's top-10 indices, and its scores if it returned them."""
-    return (result[0], [result[1]]) if isinstance(result, tuple) else (result, [])
+    return (result[0], {"scores": result[1]}) if isinstance(result, tuple) else (result, {})
 
 
 def draw_data(scale, dims):
@@ -156,11 +174,16 @@ def compare(old, new):
     else:
         differing = np.any(old_indices != new_indices, axis=1).sum() if old_indices.shape == new_indices.shape else "all"
         line = f"top-10 indices DIFFER ({differing} of {len(old_indices)} queries)"
-    if [a.shape for a in old_arrays] != [b.shape for b in new_arrays]:
+    unmatched = sorted(set(old_arrays) ^ set(new_arrays))
+    if unmatched:
+        line = f"{line}; only one version has {', '.join(unmatched)}"
+    shared = sorted(set(old_arrays) & set(new_arrays))
+    if any(old_arrays[name].shape != new_arrays[name].shape for name in shared):
         return f"{line}; scores or fitted statistics of different shapes", False
-    if all(np.array_equal(a, b) for a, b in zip(old_arrays, new_arrays)):
+    if all(np.array_equal(old_arrays[name], new_arrays[name], equal_nan=True) for name in shared):
         return f"{line}; scores and fitted statistics bitwise equal", indices_equal
-    largest = max(float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) for a, b in zip(old_arrays, new_arrays))
+    largest = max(float(np.nanmax(np.abs(old_arrays[name].astype(np.float64) - new_arrays[name]), initial=0.0))
+                  for name in shared)
     return f"{line}; scores or fitted statistics differ by up to {largest:.3g}", indices_equal
 
 

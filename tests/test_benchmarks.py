@@ -125,6 +125,10 @@ def test_device_benchmark_prints_every_fit_and_search_and_says_no_accelerator_wa
 def test_versions_benchmark_checks_and_times_every_case_against_head():
     if shutil.which("git") is None or not (BENCHMARKS.parent / ".git").exists():
         pytest.skip("bench_versions.py extracts a commit with git: needs git and the repository's .git")
+    changed = subprocess.run(["git", "-C", str(BENCHMARKS.parent), "status", "--porcelain", "skqbnorm"],
+                             capture_output=True, text=True, check=True).stdout
+    if changed:
+        pytest.skip("the working tree's package differs from HEAD, whose results it is checked against")
     stdout = run_script("bench_versions.py", ["--against", "HEAD", "--scale", "0.01", "--dims", "16",
                                               "--rounds", "2"])
     checks = [line for line in stdout.splitlines() if line.startswith("- ")]
@@ -160,11 +164,26 @@ def test_versions_benchmark_says_when_results_differ(monkeypatch):
 
     indices = np.array([[0, 1], [2, 3], [4, 5]])
     scores = np.array([[0.5, 0.25], [0.5, 0.25], [0.5, 0.25]], dtype=np.float32)
-    same = compare((indices, [scores]), (indices.copy(), [scores.copy()]))
+    with_nan = np.array([np.nan, 1.0])
+    same = compare((indices, {"scores": scores, "mean_": with_nan}),
+                   (indices.copy(), {"mean_": with_nan.copy(), "scores": scores.copy()}))
     assert same == ("top-10 indices equal; scores and fitted statistics bitwise equal", True)
     swapped = indices.copy()
     swapped[1] = [3, 2]
-    line, equal = compare((indices, [scores]), (swapped, [scores + np.float32(2**-10)]))
+    line, equal = compare((indices, {"scores": scores}), (swapped, {"scores": scores + np.float32(2**-10)}))
     assert not equal
     assert line == ("top-10 indices DIFFER (1 of 3 queries); "
                     "scores or fitted statistics differ by up to 0.000977")
+    line, _ = compare((indices, {"scores": scores, "old_": with_nan}), (indices, {"scores": scores}))
+    assert line == "top-10 indices equal; only one version has old_; scores and fitted statistics bitwise equal"
+
+
+def test_versions_benchmark_refuses_a_version_that_imports_skqbnorm_by_name(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from bench_versions import absolute_imports
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "__init__.py").write_text("from . import sub\n")
+    (tmp_path / "sub" / "m.py").write_text(
+        '"""\n    from skqbnorm import CSLS\n"""\nfrom . import m\n\n\ndef f():\n    import skqbnorm.metrics\n')
+    assert absolute_imports(tmp_path) == ["sub/m.py:8"]
