@@ -249,19 +249,26 @@ def ladder_table(results, factory, first=64):
     return list_table(title, header, lines)
 
 
+def fold_name(result, results):
+    """The set, with its padding where the results hold more than one."""
+    paddings = {r["padding"] for r in results}
+    return result["set"] if len(paddings) == 1 else f"{result['set']} ({result['padding']})"
+
+
 def loso_table(results):
     """Per held-out set: the smallest target at which every other set meets the goal."""
     lines = []
     for held_out in results:
-        others = [r for r in results if r is not held_out]
+        others = [r for r in results if r["set"] != held_out["set"]]  # every padding of it out
         target = next((t for t in TARGETS if all(meets_goal(row["targets"][str(t)])
                                                  for r in others for row in r["rows"])), None)
         if target is None:
-            lines.append([held_out["set"], "none", "-", "-"])
+            lines.append([fold_name(held_out, results), "none", "-", "-"])
             continue
         entries = [row["targets"][str(target)] for row in held_out["rows"]]
         worst = min(entries, key=lambda e: e["recall"]["mean"])
-        lines.append([held_out["set"], str(target), fmt(worst["recall"]) + " / " + fmt_gap(worst["gap"]),
+        lines.append([fold_name(held_out, results), str(target),
+                      fmt(worst["recall"]) + " / " + fmt_gap(worst["gap"]),
                       "yes" if all(meets_goal(e) for e in entries) else "no"])
     header = ["held-out set", "target chosen on the others", "worst normaliser: recall / gap", "meets goal"]
     return list_table("Leave one set out: the smallest target meeting the goal on the others", header, lines)
@@ -287,11 +294,14 @@ def main():
     parser.add_argument("--n-queries", type=int, default=500)
     parser.add_argument("--json", default=None)
     parser.add_argument("--rst", default=None)
-    parser.add_argument("--from-json", default=None, help="tables from an earlier run's --json")
+    parser.add_argument("--from-json", nargs="+", default=None,
+                        help="tables from earlier runs' --json (one factory; each set and padding a fold)")
     args = parser.parse_args()
     if args.from_json:
-        with open(args.from_json) as file:
-            results = json.load(file)
+        results = []
+        for name in args.from_json:
+            with open(name) as file:
+                results += json.load(file)
     else:
         sets = args.sets or [entry["name"] for entry in list_retrieval_sets() if entry["ships"]]
         results = [study_set(name, args.factory, args.normalizers, args.n_queries, args.padding)
