@@ -151,17 +151,24 @@ def test_bundled_data_from_embeddings_equals_the_numpy_path(case, estimator, rev
     xp, device = namespace_and_device(case)
     embeddings, _ = revdict
     reference = clone(estimator).fit(embeddings["bank"], gallery=embeddings["gallery"])
-    on_device = {name: put(xp, device, values) for name, values in embeddings.items()}
+    model, indices, scores, sims = fitted_on_device(estimator, xp, device, embeddings)
     with dispatch():
-        model = clone(estimator).set_params(working_memory=2).fit(
-            on_device["bank"], gallery=on_device["gallery"])
-        indices, scores = model.top_k(queries=on_device["query"], k=10)
-        sims = model.similarities(on_device["query"])
         transformed = model.transform(sims)
     names = [name for name in STATISTICS if hasattr(reference, name)]
     assert_fitted_from_float32_embeddings_as_on_numpy(
         xp, device, estimator, model, reference, names, (indices, scores), transformed,
         embeddings["query"])
+
+
+def fitted_on_device(estimator, xp, device, embeddings):
+    """A clone of ``estimator`` fitted on the embeddings moved to the device (2 MiB
+    blocks), its top 10 of the queries, and the queries' similarities."""
+    on_device = {name: put(xp, device, values) for name, values in embeddings.items()}
+    with dispatch():
+        model = clone(estimator).set_params(working_memory=2).fit(
+            on_device["bank"], gallery=on_device["gallery"])
+        indices, scores = model.top_k(queries=on_device["query"], k=10)
+        return model, indices, scores, model.similarities(on_device["query"])
 
 
 def assert_fitted_from_float32_embeddings_as_on_numpy(xp, device, estimator, model, reference,
@@ -824,12 +831,8 @@ def test_ranked_methods_from_embeddings_on_the_bundled_data(case, estimator, rev
     embeddings, _ = revdict
     expected_indices, _ = clone(estimator).fit(
         embeddings["bank"], gallery=embeddings["gallery"]).top_k(queries=embeddings["query"], k=10)
-    on_device = {name: put(xp, device, values) for name, values in embeddings.items()}
+    model, indices, scores, sims = fitted_on_device(estimator, xp, device, embeddings)
     with dispatch():
-        model = clone(estimator).set_params(working_memory=2).fit(
-            on_device["bank"], gallery=on_device["gallery"])
-        indices, scores = model.top_k(queries=on_device["query"], k=10)
-        sims = model.similarities(on_device["query"])
         transformed = model.transform(sims)
         indices_of_sims, scores_of_sims = model.top_k(sims, k=10)
     assert model.sorted_bank_.device == device and model.sorted_bank_.dtype == xp.float32
