@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from cli_helpers import run, without_settings
+from cli_helpers import evaluate_argv, refused, run, without_settings
 from sklearn.exceptions import ConvergenceWarning
 
 from skqbnorm import (
@@ -64,16 +64,7 @@ def argv(paths, *extra, **replaced):
     methods = extra[extra.index("--method") + 1] if "--method" in extra else "all"
     if methods not in ("all", "dbnorm", "dbnorm-dynamic") and "gallery_bank_sims" not in replaced:
         replaced["gallery_bank_sims"] = None
-    options = {**paths, **{"--" + k.replace("_", "-"): v for k, v in replaced.items()}}
-    pairs = [[option, str(path)] for option, path in options.items() if path is not None]
-    return ["evaluate", *[item for pair in pairs for item in pair], *extra]
-
-
-def refused(args, capsys):
-    code, out, err = run([*args, "--quiet"], capsys)
-    assert (code, out) == (2, "")
-    assert err.startswith("skqbnorm evaluate: error: ") and err.count("\n") == 1, err
-    return err
+    return evaluate_argv(paths, *extra, **replaced)
 
 
 def direct(normalizer, data, uses):

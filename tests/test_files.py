@@ -13,7 +13,7 @@ import zipfile
 
 import numpy as np
 import pytest
-from cli_helpers import run, without_settings
+from cli_helpers import evaluate_argv, refused, run, without_settings
 
 from skqbnorm import _cli_commands, _files
 from skqbnorm.cli import main
@@ -30,21 +30,6 @@ def files(tmp_path):
     for (option, path), array in zip(paths.items(), (sims, bank, gt)):
         np.save(path, array)
     return paths
-
-
-def argv(paths, *extra, **replaced):
-    """``evaluate`` on ``paths``, with options replaced by keyword (``bank_sims=...``)."""
-    options = {**paths, **{"--" + k.replace("_", "-"): v for k, v in replaced.items()}}
-    pairs = [[option, str(path)] for option, path in options.items() if path is not None]
-    return ["evaluate", *[item for pair in pairs for item in pair], *extra]
-
-
-def refused(args, capsys):
-    """The one-line error of a refused command (exit status 2, nothing on stdout)."""
-    code, out, err = run([*args, "--quiet"], capsys)
-    assert (code, out) == (2, "")
-    assert err.startswith("skqbnorm evaluate: error: ") and err.count("\n") == 1, err
-    return err
 
 
 def digests(paths):
@@ -69,7 +54,7 @@ def no_evaluation(monkeypatch):
 def test_save_onto_an_input_is_refused_and_leaves_it_intact(files, capsys, option, method,
                                                             no_evaluation):
     before = digests(files)
-    err = refused(argv(files, "--method", method, "--save", str(files[option])), capsys)
+    err = refused(evaluate_argv(files, "--method", method, "--save", str(files[option])), capsys)
     assert f"is the input {option}" in err
     assert digests(files) == before
 
@@ -90,7 +75,7 @@ def test_save_onto_an_input_through_another_name_is_refused(files, capsys, link,
     else:
         monkeypatch.chdir(folder / "..")
         save = os.path.join(folder.name, ".", "gt.npy")
-    err = refused(argv(files, "--method", "cent", "--save", str(save)), capsys)
+    err = refused(evaluate_argv(files, "--method", "cent", "--save", str(save)), capsys)
     assert "is the input" in err
     assert digests(files) == before
 
@@ -98,7 +83,7 @@ def test_save_onto_an_input_through_another_name_is_refused(files, capsys, link,
 def test_save_to_a_folder_is_refused(files, capsys, tmp_path, no_evaluation):
     (tmp_path / "results").mkdir()
     for save in (tmp_path / "results", f"{tmp_path / 'new'}{os.sep}"):
-        err = refused(argv(files, "--method", "is", "--save", str(save)), capsys)
+        err = refused(evaluate_argv(files, "--method", "is", "--save", str(save)), capsys)
         assert "is a folder" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bank.npy", "gt.npy", "results",
                                                           "sims.npy"]
@@ -111,7 +96,7 @@ def test_save_where_nothing_can_be_written_fails_before_the_evaluation(files, ca
                                                                        no_evaluation):
     (tmp_path / "plain.txt").write_text("not a folder")
     folder = tmp_path / ("missing" if where == "missing folder" else "plain.txt")
-    err = refused(argv(files, "--method", "is", "--save", str(folder / "out.npy")), capsys)
+    err = refused(evaluate_argv(files, "--method", "is", "--save", str(folder / "out.npy")), capsys)
     assert re.search(r"the folder .* (does not exist|is not a folder)", err)
 
 
@@ -123,14 +108,14 @@ def test_save_into_a_read_only_folder_fails_before_the_evaluation(files, capsys,
     folder.mkdir()
     folder.chmod(0o555)
     try:
-        err = refused(argv(files, "--method", "is", "--save", str(folder / "out.npy")), capsys)
+        err = refused(evaluate_argv(files, "--method", "is", "--save", str(folder / "out.npy")), capsys)
     finally:
         folder.chmod(0o755)
     assert "cannot write in" in err
 
 
 def test_save_reports_the_real_path_and_appends_npy(files, capsys, tmp_path):
-    code, _, err = run(argv(files, "--method", "cent", "--save", str(tmp_path / "out")), capsys)
+    code, _, err = run(evaluate_argv(files, "--method", "cent", "--save", str(tmp_path / "out")), capsys)
     assert code == 0
     assert f"wrote {tmp_path / 'out.npy'}: (20, 30) float64" in err
     assert not (tmp_path / "out").exists() and np.load(tmp_path / "out.npy").shape == (20, 30)
@@ -145,7 +130,7 @@ def test_save_replaces_the_target_instead_of_writing_into_it(files, capsys, tmp_
     np.save(real, np.zeros(3))
     (tmp_path / "link.npy").symlink_to(real)
     for save in (target, tmp_path / "link"):
-        code, _, err = run(argv(files, "--method", "is", "--save", str(save), "--force"), capsys)
+        code, _, err = run(evaluate_argv(files, "--method", "is", "--save", str(save), "--force"), capsys)
         assert code == 0
     np.testing.assert_array_equal(np.load(tmp_path / "other_name.npy"), np.zeros(3))
     assert np.load(target).shape == (20, 30)
@@ -162,7 +147,7 @@ def test_a_failed_run_leaves_the_target_and_no_temporary_file(files, capsys, tmp
     target = tmp_path / "out.npy"
     target.write_bytes(b"old")
     extra = {"sims": tmp_path / "missing.npy"} if failure == "input" else {}
-    err = refused(argv(files, "--method", "is", "--save", str(target), "--force", **extra),
+    err = refused(evaluate_argv(files, "--method", "is", "--save", str(target), "--force", **extra),
                   capsys)
     assert ("the normaliser failed" if failure == "evaluation" else "no such file") in err
     assert target.read_bytes() == b"old"
@@ -182,7 +167,7 @@ def test_save_refuses_an_existing_file_without_force(files, capsys, tmp_path, ho
     save = {"same name": target, "no suffix": tmp_path / "S", "symlink": tmp_path / "L.npy"}[how]
     if how == "symlink":
         save.symlink_to(target)
-    err = refused(argv(files, "--method", "is", "--save", str(save)), capsys)
+    err = refused(evaluate_argv(files, "--method", "is", "--save", str(save)), capsys)
     assert f"--save {save if how != 'no suffix' else target}: exists already" in err
     assert "pass --force to replace it" in err
     assert (f"(the file {target})" in err) == (how == "symlink")
@@ -192,10 +177,10 @@ def test_save_refuses_an_existing_file_without_force(files, capsys, tmp_path, ho
 def test_force_replaces_an_existing_file_but_never_an_input(files, capsys, tmp_path,
                                                             no_evaluation):
     before = digests(files)
-    err = refused(argv(files, "--method", "is", "--save", str(files["--sims"]), "--force"),
+    err = refused(evaluate_argv(files, "--method", "is", "--save", str(files["--sims"]), "--force"),
                   capsys)
     assert "is the input --sims" in err and digests(files) == before
-    err = refused(argv(files, "--method", "is", "--force"), capsys)
+    err = refused(evaluate_argv(files, "--method", "is", "--force"), capsys)
     assert "--force lets --save replace an existing file; it needs --save" in err
 
 
@@ -209,7 +194,7 @@ def test_save_refuses_a_file_that_appeared_during_the_evaluation(files, capsys, 
         return evaluate(*args, **kwargs)
 
     monkeypatch.setattr(_cli_commands, "method_rows", someone_else_writes)
-    err = refused(argv(files, "--method", "is", "--save", str(target)), capsys)
+    err = refused(evaluate_argv(files, "--method", "is", "--save", str(target)), capsys)
     assert "exists already; pass --force to replace it" in err
     assert target.read_bytes() == b"theirs" and not temporary_files(tmp_path)
 
@@ -219,7 +204,7 @@ def test_ctrl_c_is_one_line_and_exit_status_130(files, capsys, tmp_path, monkeyp
         raise KeyboardInterrupt
     monkeypatch.setattr(_cli_commands, "method_rows", interrupted)
     try:
-        code, out, err = run(argv(files, "--method", "is", "--save", str(tmp_path / "out.npy"),
+        code, out, err = run(evaluate_argv(files, "--method", "is", "--save", str(tmp_path / "out.npy"),
                                   "--quiet"), capsys)
     except KeyboardInterrupt:
         pytest.fail("KeyboardInterrupt escaped the command (a traceback, not one line)")
@@ -279,7 +264,7 @@ def test_sigterm_ends_the_command_in_one_line_without_a_temporary_file(files, tm
     """)
     target = tmp_path / "out.npy"
     done = subprocess.run([sys.executable, "-c", script,
-                           *argv(files, "--method", "is", "--save", str(target), "--quiet")],
+                           *evaluate_argv(files, "--method", "is", "--save", str(target), "--quiet")],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 143, done.stderr[-500:]
     assert done.stderr == "skqbnorm evaluate: terminated (SIGTERM).\n" and done.stdout == ""
@@ -289,7 +274,7 @@ def test_sigterm_ends_the_command_in_one_line_without_a_temporary_file(files, tm
 def test_save_to_an_npz_name_is_refused(files, capsys, tmp_path, no_evaluation):
     np.savez(tmp_path / "sims.npz", sims=np.load(files["--sims"]))
     before = (tmp_path / "sims.npz").read_bytes()
-    err = refused(argv(files, "--method", "cent", "--save", str(tmp_path / "sims.npz"),
+    err = refused(evaluate_argv(files, "--method", "cent", "--save", str(tmp_path / "sims.npz"),
                        sims=tmp_path / "sims.npz"), capsys)
     assert "writes one .npy file, not an .npz archive" in err
     assert (tmp_path / "sims.npz").read_bytes() == before
@@ -297,7 +282,7 @@ def test_save_to_an_npz_name_is_refused(files, capsys, tmp_path, no_evaluation):
 
 
 def test_an_empty_save_name_is_refused(files, capsys):
-    assert "--save needs a file name" in refused(argv(files, "--method", "is", "--save", ""),
+    assert "--save needs a file name" in refused(evaluate_argv(files, "--method", "is", "--save", ""),
                                                   capsys)
 
 
@@ -401,7 +386,7 @@ def test_a_bad_similarity_file_is_one_line(files, capsys, tmp_path, name):
     path = tmp_path / "bad" / file_name
     path.parent.mkdir()
     write(path)
-    err = refused(argv(files, sims=path), capsys)
+    err = refused(evaluate_argv(files, sims=path), capsys)
     assert err.startswith(f"skqbnorm evaluate: error: --sims {path}")
     assert re.search(message, err), err
 
@@ -414,7 +399,7 @@ def test_an_npz_member_with_a_lying_header_is_refused_before_decompressing(files
     monkeypatch.setattr(np.lib.format, "read_array", fail)
     path = tmp_path / "huge.npz"
     zip_with(path, {"bank_sims.npy": npy_header((10**6, 10**6)) + bytes(80)})
-    err = refused(argv(files, bank_sims=path), capsys)
+    err = refused(evaluate_argv(files, bank_sims=path), capsys)
     assert re.search(r"--bank-sims .*huge.npz \[bank_sims.npy\]: truncated or corrupt.*"
                      r"\(1000000, 1000000\)", err)
 
@@ -423,7 +408,7 @@ def test_an_npz_member_larger_than_the_memory_is_refused(files, capsys, tmp_path
                                                         monkeypatch):
     monkeypatch.setattr(_files, "physical_memory", lambda: 1000)
     np.savez_compressed(tmp_path / "big.npz", sims=np.zeros((N_QUERIES, N_GALLERY)))
-    err = refused(argv(files, sims=tmp_path / "big.npz"), capsys)
+    err = refused(evaluate_argv(files, sims=tmp_path / "big.npz"), capsys)
     assert "[sims.npy]: needs 0.0 GiB decompressed, more than this machine's" in err
     assert "save it as .npy" in err
 
@@ -431,7 +416,7 @@ def test_an_npz_member_larger_than_the_memory_is_refused(files, capsys, tmp_path
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
 def test_a_named_pipe_as_input_is_refused_without_blocking(files, capsys, tmp_path):
     os.mkfifo(tmp_path / "pipe.npy")
-    err = refused(argv(files, sims=tmp_path / "pipe.npy"), capsys)
+    err = refused(evaluate_argv(files, sims=tmp_path / "pipe.npy"), capsys)
     assert "is not a regular file" in err
 
 
@@ -440,13 +425,13 @@ def test_a_folder_or_a_missing_file_as_input_is_one_line(files, capsys, tmp_path
     path = tmp_path / "inputs" if kind == "folder" else tmp_path / "absent.npy"
     if kind == "folder":
         path.mkdir()
-    err = refused(argv(files, bank_sims=path), capsys)
+    err = refused(evaluate_argv(files, bank_sims=path), capsys)
     assert f"--bank-sims {path}: " + ("is a folder" if kind == "folder" else "no such file") in err
 
 
 def test_a_bank_without_rows_is_refused(files, capsys, tmp_path):
     np.save(tmp_path / "empty.npy", np.ones((0, N_GALLERY)))
-    err = refused(argv(files, bank_sims=tmp_path / "empty.npy"), capsys)
+    err = refused(evaluate_argv(files, bank_sims=tmp_path / "empty.npy"), capsys)
     assert f"--bank-sims {tmp_path / 'empty.npy'}: has shape (0, 30)" in err
 
 
@@ -463,14 +448,14 @@ def test_a_non_finite_similarity_is_named_with_its_file_and_position(files, caps
     matrix[7, 11] = value
     path = tmp_path / f"bad{suffix}"
     np.save(path, matrix) if suffix == ".npy" else np.savez(path, matrix)
-    err = refused(argv(files, "--method", method, **{option[2:].replace("-", "_"): path}),
+    err = refused(evaluate_argv(files, "--method", method, **{option[2:].replace("-", "_"): path}),
                   capsys)
     assert f"{option} {path}: the similarity of row 7 to gallery item 11 is {value}" in err
 
 
 def test_integer_similarities_are_accepted(files, capsys, tmp_path):
     np.save(tmp_path / "int_sims.npy", (np.load(files["--sims"]) * 1000).astype(np.int16))
-    code, out, _ = run(argv(files, "--method", "is", "--format", "json", "--quiet",
+    code, out, _ = run(evaluate_argv(files, "--method", "is", "--format", "json", "--quiet",
                             sims=tmp_path / "int_sims.npy"), capsys)
     assert code == 0 and len(json.loads(out)) == 2
 
@@ -492,8 +477,8 @@ def json_rows(args, capsys):
 ])
 def test_equivalent_gt_forms_give_the_same_results(files, capsys, tmp_path, convert):
     np.save(tmp_path / "other_gt.npy", convert(np.load(files["--gt"])))
-    expected = json_rows(argv(files, "--method", "is"), capsys)
-    assert json_rows(argv(files, "--method", "is", gt=tmp_path / "other_gt.npy"),
+    expected = json_rows(evaluate_argv(files, "--method", "is"), capsys)
+    assert json_rows(evaluate_argv(files, "--method", "is", gt=tmp_path / "other_gt.npy"),
                      capsys) == expected
 
 
@@ -530,7 +515,7 @@ def test_a_bad_gt_is_one_line_naming_the_query(files, capsys, tmp_path, name, no
     if name == "relevance not 0/1":
         message = rf"gt\[0, {gt[0]}\] is 2"
     np.save(tmp_path / "bad_gt.npy", change(gt))
-    err = refused(argv(files, gt=tmp_path / "bad_gt.npy"), capsys)
+    err = refused(evaluate_argv(files, gt=tmp_path / "bad_gt.npy"), capsys)
     assert err.startswith(f"skqbnorm evaluate: error: --gt {tmp_path / 'bad_gt.npy'}: ")
     assert re.search(message, err), err
 
@@ -554,7 +539,7 @@ def embedding_files(tmp_path):
 def test_a_bad_gt_with_embeddings_names_the_queries(embedding_files, capsys, tmp_path, gt,
                                                      message, no_evaluation):
     np.save(tmp_path / "bad_gt.npy", gt)
-    err = refused(argv(embedding_files, gt=tmp_path / "bad_gt.npy"), capsys)
+    err = refused(evaluate_argv(embedding_files, gt=tmp_path / "bad_gt.npy"), capsys)
     assert re.search(message, err), err
     assert "--sims" not in err
 
@@ -576,7 +561,7 @@ def small_gallery(tmp_path):
 def test_all_methods_on_a_small_gallery_run_what_can_run(small_gallery, capsys, quiet):
     """CSLS (k=10) does not fit 5 items, NNN's default k not 20 bank queries, and the
     dual-bank methods have no gallery bank: each is skipped with a note."""
-    args = argv(small_gallery, "--format", "json", *(["--quiet"] if quiet else []))
+    args = evaluate_argv(small_gallery, "--format", "json", *(["--quiet"] if quiet else []))
     code, out, err = run(args, capsys)
     assert code == 0
     assert [without_settings(row["method"]) for row in json.loads(out)] == [
@@ -596,7 +581,7 @@ def test_all_methods_on_a_small_gallery_run_what_can_run(small_gallery, capsys, 
 
 def test_all_methods_with_a_small_querybank_skip_csls(files, capsys, tmp_path):
     np.save(tmp_path / "small_bank.npy", np.load(files["--bank-sims"])[:3])
-    code, out, err = run(argv(files, "--format", "csv", "--quiet",
+    code, out, err = run(evaluate_argv(files, "--format", "csv", "--quiet",
                               bank_sims=tmp_path / "small_bank.npy"), capsys)
     assert code == 0 and len(out.splitlines()) == 1 + 19 - 6  # no CSLS, NNN, gated NNN, DBNorm, DBNorm (dynamic), DBSN
     assert "skipped CSLS (k=10): k=10 is larger than the querybank" in err
@@ -606,7 +591,7 @@ def test_an_explicit_k_that_fits_runs_every_method(small_gallery, capsys, tmp_pa
     rng = np.random.default_rng(1)
     np.save(tmp_path / "gallery_bank.npy", rng.normal(size=(8, 5)))
     np.save(tmp_path / "bank_to_gallery_bank.npy", rng.normal(size=(20, 8)))
-    code, out, err = run(argv(small_gallery, "--k", "3", "--format", "json", "--quiet",
+    code, out, err = run(evaluate_argv(small_gallery, "--k", "3", "--format", "json", "--quiet",
                               "--tau", "1", gallery_bank_sims=tmp_path / "gallery_bank.npy",
                               bank_gallery_bank_sims=tmp_path / "bank_to_gallery_bank.npy"),
                          capsys)
@@ -624,7 +609,7 @@ def test_an_explicit_k_that_fits_runs_every_method(small_gallery, capsys, tmp_pa
 ])
 def test_a_k_that_does_not_fit_fails_before_the_evaluation(small_gallery, capsys, extra,
                                                            message, no_evaluation):
-    assert re.search(message, refused(argv(small_gallery, *extra), capsys))
+    assert re.search(message, refused(evaluate_argv(small_gallery, *extra), capsys))
 
 
 @pytest.mark.parametrize("option, value", [
@@ -632,7 +617,7 @@ def test_a_k_that_does_not_fit_fails_before_the_evaluation(small_gallery, capsys
     ("--k", "0"), ("--k", "-2"), ("--k", "2.5"),
 ])
 def test_bad_beta_and_k_are_refused_even_where_unused(files, capsys, option, value):
-    code, out, err = run(argv(files, "--method", "raw", option, value, "--quiet"), capsys)
+    code, out, err = run(evaluate_argv(files, "--method", "raw", option, value, "--quiet"), capsys)
     assert (code, out) == (2, "")
     assert err.count("\n") == 1, err  # one line, as every other error (no usage block)
     assert re.search(f"^skqbnorm evaluate: error: argument {option}: must be a positive.*"
@@ -640,11 +625,11 @@ def test_bad_beta_and_k_are_refused_even_where_unused(files, capsys, option, val
 
 
 def test_progress_goes_to_stderr_and_quiet_silences_it(files, capsys, tmp_path):
-    code, out, err = run(argv(files, "--method", "is", "--format", "json",
+    code, out, err = run(evaluate_argv(files, "--method", "is", "--format", "json",
                               "--save", str(tmp_path / "out")), capsys)
     assert code == 0 and len(json.loads(out)) == 2
     assert err.splitlines()[-1] == f"wrote {tmp_path / 'out.npy'}: (20, 30) float64"
-    code, out, err = run(argv(files, "--method", "is", "--format", "json", "--quiet",
+    code, out, err = run(evaluate_argv(files, "--method", "is", "--format", "json", "--quiet",
                               "--save", str(tmp_path / "again")), capsys)
     assert code == 0 and err == "" and (tmp_path / "again.npy").exists()
 
