@@ -20,7 +20,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils import _safe_indexing, check_array, gen_batches
-from sklearn.utils._param_validation import HasMethods, StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions, validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
 from ._core import best_k, take_rows
@@ -42,6 +42,8 @@ CALIBRATION_K = 10
 MAX_EF_SEARCH = 8192
 #: "auto" settings where no calibration queries are given: nprobe (capped at the lists) and efSearch.
 UNCALIBRATED = {"nprobe": 128, "ef_search": 512}
+#: The parameters that a search reads.
+SEARCH_PARAMS = ("n_candidates", "nprobe", "ef_search", "batch_size")
 #: FAISS's names of the search settings.
 FAISS_NAMES = {"nprobe": "nprobe", "ef_search": "efSearch"}
 #: Factory parts that crash FAISS (the process, not a Python error), and why: an HNSW
@@ -583,6 +585,13 @@ class NormalizedIndex(BaseEstimator):
             )
         return serving
 
+    def _validate_search_params(self):
+        """Validate the parameters a search reads, which ``set_params`` may change after
+        fit (they take effect without a refit): only these, as a search is a hot path."""
+        validate_parameter_constraints(
+            {name: self._parameter_constraints[name] for name in SEARCH_PARAMS},
+            {name: getattr(self, name) for name in SEARCH_PARAMS}, caller_name=type(self).__name__)
+
     def _set_search_parameters(self):
         """nprobe (IVF, capped at the number of lists) and efSearch (HNSW), where they
         apply: an integer parameter, else the one chosen at fit."""
@@ -620,7 +629,7 @@ class NormalizedIndex(BaseEstimator):
                 f"got k={k!r}."
             )
         prepared = self._serving.prepare_queries(queries)
-        self._validate_params()  # set_params takes effect here, without a refit
+        self._validate_search_params()
         self._set_search_parameters()
         indices = np.empty((len(prepared), k), dtype=np.intp)
         scores = np.empty((len(prepared), k), dtype=prepared.dtype)
