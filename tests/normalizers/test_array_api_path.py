@@ -197,17 +197,26 @@ def test_precomputed_similarities_equal_the_numpy_path(case, estimator, dtype, r
     bank_sims = (embeddings["bank"][:1500] @ embeddings["gallery"][:800].T).astype(dtype)
     query_sims = (embeddings["query"][:400] @ embeddings["gallery"][:800].T).astype(dtype)
     reference = clone(estimator).fit(bank_sims)
-    expected_indices, expected_scores = reference.top_k(query_sims, k=10)
     with dispatch():
         model = clone(estimator).set_params(working_memory=0.5).fit(put(xp, device, bank_sims))
+    assert_serves_as_on_numpy(xp, device, estimator, model, reference, query_sims, ("activated_",))
+
+
+def assert_serves_as_on_numpy(xp, device, estimator, model, reference, query_sims, masks):
+    """The device model's transform and top 10 of ``query_sims`` (NumPy) as the NumPy
+    reference's, in the similarities' dtype, and its boolean fitted ``masks`` equal."""
+    dtype = query_sims.dtype.type
+    expected_indices, expected_scores = reference.top_k(query_sims, k=10)
+    with dispatch():
         transformed = model.transform(put(xp, device, query_sims))
         indices, scores = model.top_k(put(xp, device, query_sims), k=10)
     assert transformed.device == device and host(transformed).dtype == dtype
     assert_scores_close(estimator, host(transformed), reference.transform(query_sims), dtype)
     assert same_top_k_share(host(indices), expected_indices) >= 0.999
     assert_scores_close(estimator, host(scores), expected_scores, dtype)
-    if hasattr(reference, "activated_"):
-        np.testing.assert_array_equal(host(model.activated_), reference.activated_)
+    for name in masks:
+        if hasattr(reference, name):
+            np.testing.assert_array_equal(host(getattr(model, name)), getattr(reference, name))
 
 
 # -- closed forms, blocks and refusals ----------------------------------------------------
@@ -567,19 +576,11 @@ def test_dbnorm_precomputed_similarities_equal_the_numpy_path(case, estimator, d
         (rows @ gallery.T).astype(dtype)
         for rows in (embeddings["bank"][:1500], embeddings["query"][:400], gallery_bank_embeddings))
     reference = clone(estimator).fit(bank_sims, gallery_bank=gallery_bank_sims)
-    expected_indices, expected_scores = reference.top_k(query_sims, k=10)
     with dispatch():
         model = clone(estimator).set_params(working_memory=0.5).fit(
             put(xp, device, bank_sims), gallery_bank=put(xp, device, gallery_bank_sims))
-        transformed = model.transform(put(xp, device, query_sims))
-        indices, scores = model.top_k(put(xp, device, query_sims), k=10)
-    assert transformed.device == device and host(transformed).dtype == dtype
-    assert_scores_close(estimator, host(transformed), reference.transform(query_sims), dtype)
-    assert same_top_k_share(host(indices), expected_indices) >= 0.999
-    assert_scores_close(estimator, host(scores), expected_scores, dtype)
-    for name in ("activated_", "gallery_bank_activated_"):
-        if hasattr(reference, name):
-            np.testing.assert_array_equal(host(getattr(model, name)), getattr(reference, name))
+    assert_serves_as_on_numpy(xp, device, estimator, model, reference, query_sims,
+                              ("activated_", "gallery_bank_activated_"))
 
 
 @pytest.mark.slow
