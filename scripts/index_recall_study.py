@@ -114,7 +114,8 @@ def raw_ladder(queries, gallery, factory, ladder):
 
 def normalised_ladder(index, calibration, queries, parameter, ladder):
     """Recall on the calibration rows (mean) and on the test queries (per query), and the
-    test search's seconds, at each value of the ladder."""
+    test search's seconds, at each value of the ladder; the exact search's seconds and
+    its top 10 of the test queries."""
     exact_calibration = index.normalizer_.top_k(queries=calibration, k=K)[0]
     start = time.perf_counter()
     exact = index.normalizer_.top_k(queries=queries, k=K)[0]
@@ -129,7 +130,7 @@ def normalised_ladder(index, calibration, queries, parameter, ladder):
         rows[value] = {"calibration": float(per_query_recall(found, exact_calibration, index.n_gallery_).mean()),
                        "test": per_query_recall(test_found, exact, index.n_gallery_), "seconds": seconds}
     index.set_params(**{parameter: "auto"})
-    return rows, top_k_seconds
+    return rows, top_k_seconds, exact
 
 
 def chosen_value(ladder_rows, target):
@@ -164,11 +165,10 @@ def normalised_row(name, data, gallery, queries, factory, raw, ladder):
     build = time.perf_counter() - start
     parameter = parameter_of(factory)
     calibration = calibration_sample(data.bank_embeddings)
-    ladder_rows, top_k_seconds = normalised_ladder(index, calibration, queries, parameter, ladder)
+    ladder_rows, top_k_seconds, exact = normalised_ladder(index, calibration, queries, parameter, ladder)
     default = index.get_params()["target_recall"]
     own = getattr(index, parameter + "_")
     assert own == chosen_value(ladder_rows, default), (own, chosen_value(ladder_rows, default))
-    exact = normalizer.top_k(queries=queries, k=K)[0]
     return {"normalizer": repr(NORMALIZERS[name]()), "build_s": build, "top_k_s": top_k_seconds,
             "chosen": own, "calibration_recall": index.calibration_recall_,
             "warnings": [str(w.message)[:90] for w in caught],
