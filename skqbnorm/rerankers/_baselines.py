@@ -37,9 +37,9 @@ class PointwiseReranker(BayesianReranker):
         list's prior ranking (``initial``) over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
         large where they already vary smoothly over the graph. The factor
-        was chosen leave one task out over five reranking tasks, where the features
-        carry relevance and where they do not (see the user guide's
-        :ref:`reranker-strength`).
+        was chosen over five reranking tasks, where the features carry relevance
+        and where they do not, and checked with each task left out (see the user
+        guide's :ref:`reranker-strength`).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -136,16 +136,15 @@ class RandomWalkReranker(BayesianReranker):
 
     Parameters
     ----------
-    c : float or "auto", default="auto"
+    c : float or "auto", default=1.0
         ``(1 - alpha) / alpha``; large ``c`` keeps the initial scores, > 0.
-        ``"auto"`` (the default) sets c per list without labels: 3 times the c
+        ``"auto"`` sets c per list without labels: 10 times the c
         that generalised cross-validation picks for the point-wise smoother of the
         list's prior ranking (``initial``) over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
-        large where they already vary smoothly over the graph. The factor
-        was chosen leave one task out over five reranking tasks, where the features
-        carry relevance and where they do not (see the user guide's
-        :ref:`reranker-strength`).
+        large where they already vary smoothly over the graph. The default and the
+        factor were chosen over five reranking tasks, where the features carry
+        relevance and where they do not (see the user guide's :ref:`reranker-strength`).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -183,7 +182,12 @@ class RandomWalkReranker(BayesianReranker):
     array([1, 0, 2, 3, 4])
     """
 
-    auto_c_scale = 3.0
+    auto_c_scale = 10.0
+
+    def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median", initial="scores",
+                 n_positive=10, n_jobs=None):
+        super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
+                         n_positive=n_positive, n_jobs=n_jobs)
 
     def _solve(self, weights, initial, features, random_state):
         # With y = D^-1 x the fixed point reads (L + c D) y = c v: the minimiser of

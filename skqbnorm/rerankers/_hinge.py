@@ -56,14 +56,14 @@ class HingeReranker(PairwiseReranker):
         Weight of the ranking distance against the visual-consistency prior, > 0 and
         dimensionless. Large c keeps the initial order, small c gives graph-smooth
         scores; the ranking depends on the initial scores only through their order.
-        ``"auto"`` (the default) sets c per list without labels: 0.3 times the c
+        ``"auto"`` (the default) sets c per list without labels: 10 times the c
         that generalised cross-validation picks for the point-wise smoother of the
         list's initial scores over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
         large where they already vary smoothly over the graph. The factor
-        was chosen leave one task out over five reranking tasks, where the features
-        carry relevance and where they do not (see the user guide's
-        :ref:`reranker-strength`).
+        was chosen over five reranking tasks, where the features carry relevance
+        and where they do not, and checked with each task left out (see the user
+        guide's :ref:`reranker-strength`).
     margin : float, default=1.0
         The hinge margin > 0, in units of the root mean square initial gap of the
         selected pairs. A unit only: it scales the scores, not their order (under
@@ -136,7 +136,7 @@ class HingeReranker(PairwiseReranker):
     array(['solved'], dtype='<U6')
     """
 
-    auto_c_scale = 0.3
+    auto_c_scale = 10.0
 
     _parameter_constraints: dict = {
         **PairwiseReranker._parameter_constraints,

@@ -46,14 +46,14 @@ class PreferenceStrengthReranker(PairwiseReranker):
         Weight of the ranking distance against the visual-consistency prior, > 0 and
         dimensionless. With ``pairs="all"`` the far pairs' large gaps set ``g``, so the
         near pairs weigh far more: search lower (digits: c = 1e-4).
-        ``"auto"`` (the default) sets c per list without labels: 0.3 times the c
+        ``"auto"`` (the default) sets c per list without labels: 10 times the c
         that generalised cross-validation picks for the point-wise smoother of the
         list's prior ranking (``initial``) over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
         large where they already vary smoothly over the graph. The factor
-        was chosen leave one task out over five reranking tasks, where the features
-        carry relevance and where they do not (see the user guide's
-        :ref:`reranker-strength`).
+        was chosen over five reranking tasks, where the features carry relevance
+        and where they do not, and checked with each task left out (see the user
+        guide's :ref:`reranker-strength`).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
         all pairs.
@@ -111,7 +111,7 @@ class PreferenceStrengthReranker(PairwiseReranker):
     array([0, 1, 2, 3, 4])
     """
 
-    auto_c_scale = 0.3
+    auto_c_scale = 10.0
 
     def __init__(self, c="auto", *, graph="knn", n_neighbors=10, sigma="median",
                  laplacian="unnormalized", pairs="rho_adjacent", rho=5, n_top=10, n_bottom=10,

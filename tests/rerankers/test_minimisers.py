@@ -88,12 +88,16 @@ def test_reranking_raises_map_on_digits(digits_lists, reranker):
 )
 def test_the_default_strength_gains_where_the_features_carry_relevance(reranker):
     # An engine that knows relevance only through noise, whose errors the pixels correct
-    # (the guide's strength study: +100% and more at the defaults on such tasks).
-    data = load_digits_reranking(n_pool=300, noise=1.0, random_state=4)
-    features, initial, groups, relevance = data.features, data.initial_scores, data.groups, data.relevance
-    before = mean_average_precision(initial, relevance, groups)
-    after = mean_average_precision(reranker.fit_predict(features, initial, groups=groups), relevance, groups)
-    assert after > 1.1 * before, (before, after)
+    # (the guide's strength study: +36% and more at the defaults on such tasks). Six
+    # draws, as one draw's gain varies (preference strength: +9% to +44% over these).
+    gains = []
+    for random_state in range(6):
+        data = load_digits_reranking(n_pool=300, noise=1.0, random_state=random_state)
+        features, initial, groups, relevance = data.features, data.initial_scores, data.groups, data.relevance
+        before = mean_average_precision(initial, relevance, groups)
+        scores = clone(reranker).fit_predict(features, initial, groups=groups)
+        gains.append(mean_average_precision(scores, relevance, groups) / before - 1)
+    assert np.mean(gains) > 0.1, gains
 
 
 @pytest.mark.slow
