@@ -1,5 +1,5 @@
-"""Reranking tasks from real labelled collections: a text engine queried by example, and
-printed characters found by a noisy engine."""
+"""Reranking tasks from real labelled collections: a text engine queried by example, or
+an engine that knows relevance only through noise."""
 
 from numbers import Integral, Real
 
@@ -19,11 +19,13 @@ MIN_EMOJI, MIN_NOUNS = 10, 20
 PARAMETERS = {
     "n_items": [NotBool(Integral, 2, None, closed="left")],
     "n_examples": [NotBool(Integral, 1, None, closed="left")],
+    "noise": [NotBool(Real, 0, None, closed="left"), None],
     "random_state": ["random_state"],
 }
 
 
-def query_by_example(texts, features, labels, *, min_members, n_items, n_examples, random_state):
+def query_by_example(texts, features, labels, *, min_members, n_items, n_examples, noise,
+                     random_state):
     """Stacked reranking lists, one per category of at least ``min_members`` items.
 
     A query is a category; ``n_examples`` of its items, drawn at random, are the
@@ -31,11 +33,18 @@ def query_by_example(texts, features, labels, *, min_members, n_items, n_example
     item by the cosine similarity of its text to the examples' mean, in TF-IDF
     weighted character 3- to 5-grams (within words) fitted on the whole collection.
     The query's list is the engine's top ``n_items``; relevant are the category's
-    items in it, and each item carries its ``features``.
+    items in it, and each item carries its ``features``. With ``noise`` set,
+    :func:`noisy_engine` ranks the whole collection instead (no examples).
     """
     rng = check_random_state(random_state)
     names, counts = np.unique(labels, return_counts=True)
     queries = names[counts >= min_members]
+    if noise is not None:
+        if n_items > len(texts):
+            raise ValueError(f"n_items={n_items} exceeds the {len(texts)} items of the collection.")
+        data = noisy_engine(labels, queries, n_items=n_items, noise=noise, rng=rng)
+        return Bunch(**data, features=features[data.item_ids],
+                     examples=np.empty((len(queries), 0), dtype=np.intp))
     if n_examples >= min_members:
         raise ValueError(
             f"n_examples={n_examples} must be below {min_members}, the fewest items of a "
@@ -68,8 +77,29 @@ def query_by_example(texts, features, labels, *, min_members, n_items, n_example
     )
 
 
+def noisy_engine(labels, queries, *, n_items, noise, rng):
+    """Stacked lists of an engine that knows relevance only through noise.
+
+    Every item's score for a query is the indicator of the query's category plus
+    Gaussian noise of standard deviation ``noise``; a query's list is its top
+    ``n_items``, best first. Returns ``initial_scores``, ``groups``, ``relevance``,
+    ``item_ids`` and ``query_names``.
+    """
+    relevant = labels[None, :] == queries[:, None]
+    scores = relevant + noise * rng.standard_normal(relevant.shape)
+    lists = row_top_k_indices(scores, n_items)[0]
+    groups = np.repeat(np.arange(len(queries)), n_items)
+    return Bunch(
+        initial_scores=np.take_along_axis(scores, lists, axis=1).ravel(),
+        groups=groups,
+        relevance=labels[lists.ravel()] == queries[groups],
+        item_ids=lists.ravel(),
+        query_names=queries,
+    )
+
+
 @validate_params(PARAMETERS, prefer_skip_nested_validation=True)
-def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
+def load_emoji_reranking(*, n_items=300, n_examples=3, noise=None, random_state=0):
     """Visual reranking of emoji found by their names, one query per emoji subgroup.
 
     The collection is the 1,849 emoji of Unicode 15.0's test file (less skin-tone and
@@ -91,8 +121,13 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
     n_examples : int, default=3
         Example emoji given to the engine per query, >= 1 and below 10 (the fewest
         emoji of a query's subgroup).
+    noise : float or None, default=None
+        None: the name engine above. A float >= 0: instead an engine that knows
+        relevance only through noise (the indicator of the query's subgroup plus
+        Gaussian noise of this standard deviation, as in
+        :func:`load_glyph_reranking`) ranks every emoji; there are no examples.
     random_state : int, RandomState instance or None, default=0
-        Seed of the examples.
+        Seed of the examples, or of the noise.
 
     Returns
     -------
@@ -124,13 +159,14 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, random_state=0):
     arrays = packaged_arrays("emoji_reranking.npz")
     features = arrays["images"].reshape(len(arrays["images"]), -1) / 255.0
     data = query_by_example(arrays["names"], features, arrays["subgroups"], min_members=MIN_EMOJI,
-                            n_items=n_items, n_examples=n_examples, random_state=random_state)
+                            n_items=n_items, n_examples=n_examples, noise=noise,
+                            random_state=random_state)
     return Bunch(**data, names=arrays["names"], subgroups=arrays["subgroups"],
                  DESCR=load_emoji_reranking.__doc__.split("\n\n")[1])
 
 
 @validate_params(PARAMETERS, prefer_skip_nested_validation=True)
-def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
+def load_wordnet_reranking(*, n_items=300, n_examples=3, noise=None, random_state=0):
     """Reranking of nouns found by their definitions, one query per WordNet category.
 
     The collection is the 5,000 nouns with embeddings in
@@ -152,8 +188,13 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
     n_examples : int, default=3
         Example nouns given to the engine per query, >= 1 and below 20 (the fewest
         nouns of a query's file).
+    noise : float or None, default=None
+        None: the definition engine above. A float >= 0: instead an engine that
+        knows relevance only through noise (the indicator of the query's file plus
+        Gaussian noise of this standard deviation, as in
+        :func:`load_glyph_reranking`) ranks every noun; there are no examples.
     random_state : int, RandomState instance or None, default=0
-        Seed of the examples.
+        Seed of the examples, or of the noise.
 
     Returns
     -------
@@ -191,7 +232,8 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, random_state=0):
     glosses = np.concatenate([revdict.query_glosses, revdict.bank_glosses[: len(revdict.gallery_bank_words)]])
     features = np.concatenate([revdict.gallery_embeddings, revdict.gallery_bank_embeddings]).astype(np.float64)
     data = query_by_example(glosses, features, labels["categories"], min_members=MIN_NOUNS,
-                            n_items=n_items, n_examples=n_examples, random_state=random_state)
+                            n_items=n_items, n_examples=n_examples, noise=noise,
+                            random_state=random_state)
     return Bunch(**data, words=words, glosses=glosses, categories=labels["categories"],
                  DESCR=load_wordnet_reranking.__doc__.split("\n\n")[1])
 
@@ -258,19 +300,13 @@ def load_glyph_reranking(*, n_items=300, noise=1.0, random_state=0):
     if n_items > n_fonts * n_characters:
         raise ValueError(f"n_items={n_items} exceeds the {n_fonts * n_characters} renderings of "
                          "the collection.")
-    rng = check_random_state(random_state)
     character = np.tile(np.arange(n_characters), n_fonts)  # item i: font i // 62, character i % 62
-    relevant = character[None, :] == np.arange(n_characters)[:, None]
-    scores = relevant + noise * rng.standard_normal(relevant.shape)
-    lists = row_top_k_indices(scores, n_items)[0]
-    groups = np.repeat(np.arange(n_characters), n_items)
+    data = noisy_engine(character, np.arange(n_characters), n_items=n_items, noise=noise,
+                        rng=check_random_state(random_state))
+    data.query_names = characters
     return Bunch(
-        features=images.reshape(n_fonts * n_characters, -1)[lists.ravel()] / 255.0,
-        initial_scores=np.take_along_axis(scores, lists, axis=1).ravel(),
-        groups=groups,
-        relevance=character[lists.ravel()] == groups,
-        item_ids=lists.ravel(),
-        query_names=characters,
+        **data,
+        features=images.reshape(n_fonts * n_characters, -1)[data.item_ids] / 255.0,
         characters=characters,
         fonts=arrays["fonts"],
         DESCR=load_glyph_reranking.__doc__.split("\n\n")[1],

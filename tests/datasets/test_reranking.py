@@ -126,6 +126,38 @@ def test_bad_arguments_are_named(call, message):
         call()
 
 
+@pytest.mark.parametrize("name", list(LOADERS))
+def test_a_noisy_engine_ranks_the_whole_collection_by_indicator_plus_noise(name):
+    # Reference: the same draws of a RandomState, each query's scores sorted in full.
+    load, _, labels_name, n_queries, _ = LOADERS[name]
+    data = load(n_items=40, noise=1.0, random_state=3)
+    labels = data[labels_name]
+    assert data.examples.shape == (n_queries, 0)
+    scores = ((labels[None, :] == data.query_names[:, None])
+              + np.random.RandomState(3).standard_normal((n_queries, len(labels))))
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :40]
+    assert_array_equal(data.item_ids, expected.ravel())
+    assert_array_equal(data.initial_scores, np.take_along_axis(scores, expected, axis=1).ravel())
+    assert_array_equal(data.relevance, labels[data.item_ids] == data.query_names[data.groups])
+    # Each item carries its own features, as the text engine's lists give them.
+    text = load(n_items=300)
+    by_item = dict(zip(text.item_ids.tolist(), text.features, strict=True))
+    shared = [row for row, item in enumerate(data.item_ids) if item in by_item]
+    assert len(shared) > 100
+    assert_array_equal(data.features[shared], [by_item[data.item_ids[row]] for row in shared])
+
+
+@pytest.mark.parametrize("name", list(LOADERS))
+def test_a_noiseless_engine_ranks_every_relevant_item_first(name):
+    load = LOADERS[name][0]
+    data = load(noise=0.0)
+    assert mean_average_precision(data.initial_scores, data.relevance, data.groups) == 1.0
+    with pytest.raises(ValueError, match=r"n_items=9999 exceeds the \d+ items of the collection"):
+        load(n_items=9999, noise=1.0)
+    with pytest.raises(ValueError, match=r"'noise' parameter of load_"):
+        load(noise=-1.0)
+
+
 # -- printed characters found by a noisy engine ------------------------------------
 
 
