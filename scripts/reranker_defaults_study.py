@@ -42,6 +42,7 @@ import argparse
 import itertools
 import sys
 import time
+from functools import partial
 
 import numpy as np
 from reranker_c_study import cached
@@ -111,14 +112,16 @@ TASKS = {
     "emoji": lambda: bundled_task(load_emoji_reranking),
     "wordnet": lambda: bundled_task(load_wordnet_reranking),
 }
-#: With the two tasks whose features carry relevance, for the strength study and the
-#: task diagnostics.
+#: With four tasks of a noisy engine (the class indicator plus N(0, 1) noise), for the
+#: strength study and the task diagnostics.
 ALL_TASKS = {
     "digits": digits_task,
     "digits-noisy": noisy_digits_task,
     "glyphs": lambda: bundled_task(load_glyph_reranking),
     "emoji": TASKS["emoji"],
+    "emoji-noisy": lambda: bundled_task(partial(load_emoji_reranking, noise=1.0)),
     "wordnet": TASKS["wordnet"],
+    "wordnet-noisy": lambda: bundled_task(partial(load_wordnet_reranking, noise=1.0)),
 }
 
 

@@ -2,7 +2,7 @@
 
 ``c="auto"`` cannot tell a task whose features carry relevance from one whose features
 do not (see the guide's "The strength c, set per list"). This script measures two
-label-free statistics per list, on the five tasks of ``reranker_strength_study.py``,
+label-free statistics per list, on the seven tasks of ``reranker_strength_study.py``,
 to see whether either separates the two kinds (fixed beforehand by
 ``reranking_task_diagnostics.py`` on training queries):
 

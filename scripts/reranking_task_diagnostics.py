@@ -1,9 +1,11 @@
 """Why the rerankers gain on digits and not on emoji or WordNet: the tasks measured.
 
-The five tasks and the query split are those of ``reranker_defaults_study.py``'s
+The seven tasks and the query split are those of ``reranker_defaults_study.py``'s
 ``ALL_TASKS`` (imported from it): ``digits`` (random_state 0 and 1 pooled, 20 lists of
 400), ``digits-noisy`` (the indicator-plus-noise engine, draws 2 and 3, 20 lists of 500),
-``glyphs`` (62 lists of 300), ``emoji`` (57 lists of 300), ``wordnet`` (23 lists of 300);
+``glyphs`` (62 lists of 300), ``emoji`` (57 lists of 300), ``emoji-noisy`` (the same
+collection, the indicator-plus-noise engine), ``wordnet`` (23 lists of 300) and
+``wordnet-noisy``;
 the strength study reads the oracle's training-query row to sort the tasks into those
 whose features carry relevance and those whose features do not. Each task's queries split
 in half at random (seed 0). Every figure is computed per list (query), then averaged
