@@ -12,7 +12,7 @@ handwritten digits (:func:`~skqbnorm.datasets.load_digits_reranking`) found by a
 text-like engine (the class indicator plus Gaussian noise, lists of 500), as the change
 in mean average precision against the initial scores with a 95% paired bootstrap
 interval over the ten queries. Every reranker runs at its default strength
-(``c="auto"``, set per list; c = 1 for the random walk), but preference strength with
+(``c="auto"``, set per list; c = 3 for the random walk), but preference strength with
 all pairs, whose c is its own.
 """
 

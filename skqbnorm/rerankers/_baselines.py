@@ -37,7 +37,7 @@ class PointwiseReranker(BayesianReranker):
         list's prior ranking (``initial``) over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
         large where they already vary smoothly over the graph. The factor
-        was chosen over five reranking tasks, where the features carry relevance
+        was chosen over seven reranking tasks, where the features carry relevance
         and where they do not, and checked with each task left out (see the user
         guide's :ref:`reranker-strength`).
     graph : {"knn", "dense"}, default="knn"
@@ -136,14 +136,14 @@ class RandomWalkReranker(BayesianReranker):
 
     Parameters
     ----------
-    c : float or "auto", default=1.0
+    c : float or "auto", default=3.0
         ``(1 - alpha) / alpha``; large ``c`` keeps the initial scores, > 0.
-        ``"auto"`` sets c per list without labels: 10 times the c
+        ``"auto"`` sets c per list without labels: 30 times the c
         that generalised cross-validation picks for the point-wise smoother of the
         list's prior ranking (``initial``) over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
         large where they already vary smoothly over the graph. The default and the
-        factor were chosen over five reranking tasks, where the features carry
+        factor were chosen over seven reranking tasks, where the features carry
         relevance and where they do not (see the user guide's :ref:`reranker-strength`).
     graph : {"knn", "dense"}, default="knn"
         Gaussian affinities over a symmetrised k-nearest-neighbour graph, or over
@@ -182,9 +182,9 @@ class RandomWalkReranker(BayesianReranker):
     array([1, 0, 2, 3, 4])
     """
 
-    auto_c_scale = 10.0
+    auto_c_scale = 30.0
 
-    def __init__(self, c=1.0, *, graph="knn", n_neighbors=10, sigma="median", initial="scores",
+    def __init__(self, c=3.0, *, graph="knn", n_neighbors=10, sigma="median", initial="scores",
                  n_positive=10, n_jobs=None):
         super().__init__(c, graph=graph, n_neighbors=n_neighbors, sigma=sigma, initial=initial,
                          n_positive=n_positive, n_jobs=n_jobs)

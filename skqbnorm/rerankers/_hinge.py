@@ -61,7 +61,7 @@ class HingeReranker(PairwiseReranker):
         list's initial scores over its graph (``c_`` holds each list's value): small where the
         scores differ between neighbours as noise would (averaging removes it),
         large where they already vary smoothly over the graph. The factor
-        was chosen over five reranking tasks, where the features carry relevance
+        was chosen over seven reranking tasks, where the features carry relevance
         and where they do not, and checked with each task left out (see the user
         guide's :ref:`reranker-strength`).
     margin : float, default=1.0
