@@ -9,7 +9,6 @@ from scipy.linalg import LinAlgWarning, lu_factor, lu_solve
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import cg, splu
 
-from .._core import DEFAULT_WORKING_MEMORY
 from ._graph import pair_laplacian
 
 #: Relative residual at which conjugate gradients stop.
@@ -28,6 +27,9 @@ FEWEST_ITERATIONS = 50
 #: where a sparse LU (SuperLU) costs more than the dense one.
 DENSE_SPEEDUP = 10
 DENSE_OVERHEAD = 40_000
+#: MiB of a float64 system held densely at most: fixed, so that which factorisation
+#: solves a list, and so its rounding, depends on the list's size alone.
+DENSE_SYSTEM_MEMORY = 16
 #: Relative c below which the anchored solve's correction term has reached its c -> 0 limit.
 SMALLEST_C = 1e-10
 #: Relative weight of the distance beyond which a closed form has reached its c -> inf limit.
@@ -131,8 +133,8 @@ def factorisation_flops(n_items):
 
 def holds_densely(n_items):
     """Whether a system of ``n_items`` unknowns is factorised densely: its float64
-    matrix fits the default working memory."""
-    return 8 * n_items**2 <= DEFAULT_WORKING_MEMORY * 2**20
+    matrix fits ``DENSE_SYSTEM_MEMORY``."""
+    return 8 * n_items**2 <= DENSE_SYSTEM_MEMORY * 2**20
 
 
 def factorised(system):

@@ -282,7 +282,7 @@ def test_systems_that_fit_the_working_memory_are_factorised_densely(monkeypatch)
     assert isinstance(dense, _solvers.DenseLU)
     assert_allclose(dense.solve(rhs), sparse_lu.solve(rhs), rtol=1e-10, atol=1e-12 * np.abs(rhs).max())
     assert_allclose(system @ dense.solve(rhs), rhs, atol=1e-10 * np.abs(rhs).max())
-    monkeypatch.setattr(_solvers, "DEFAULT_WORKING_MEMORY", 1)
+    monkeypatch.setattr(_solvers, "DENSE_SYSTEM_MEMORY", 1)
     assert not _solvers.holds_densely(363) and _solvers.holds_densely(362)
     assert not isinstance(_solvers.factorised(system), _solvers.DenseLU)
     with pytest.raises(ValueError, match=r"list of 2 samples is singular \(a zero pivot"):
