@@ -3,6 +3,7 @@
 Small modules by responsibility, lowest first; none imports anything of skqbnorm
 outside this package:
 
+- ``_machine``: the machine's caches and CPUs, and the block sizes that follow;
 - ``_memory``: memory budgets and the fixed sizes of matrix products;
 - ``_finite``: the fast finiteness test and the errors naming a NaN, an infinity or
   an overflow;
@@ -27,6 +28,7 @@ from ._finite import (
     products_stay_finite,
 )
 from ._knn import cosine_top_k, euclidean_neighbors
+from ._machine import gathered_values, machine, search_part_bytes, spread_bytes
 from ._memory import DEFAULT_WORKING_MEMORY, MIN_PRODUCT_ROWS, PRODUCT_MEMORY, rows_per_chunk
 from ._moments import excess_over_mean, finite_mean, moments
 from ._parallel import (
@@ -96,10 +98,12 @@ __all__ = [
     "excess_over_mean",
     "finite_mean",
     "gallery_item",
+    "gathered_values",
     "in_blas_threads",
     "in_product_threads",
     "largest_norm",
     "leaf_rows",
+    "machine",
     "merge_top_k",
     "moments",
     "one_blas_thread",
@@ -116,8 +120,10 @@ __all__ = [
     "row_top_k_indices",
     "rows_per_chunk",
     "search_in_tiles",
+    "search_part_bytes",
     "search_product_rows",
     "searches_in_parts",
+    "spread_bytes",
     "take_rows",
     "thread_controller",
     "top_k_mask",

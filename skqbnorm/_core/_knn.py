@@ -32,6 +32,7 @@ its own arithmetic, the threshold then down to the next float32.
 import numpy as np
 from sklearn.utils import gen_batches
 
+from ._machine import gathered_values, machine
 from ._memory import rows_per_chunk
 from ._parallel import in_product_threads
 from ._top_k import grouped_entries, places_in_rows
@@ -48,9 +49,9 @@ GROUPS_PER_NEIGHBOUR = 4
 #: groups leave fewer minima to read again.
 LOW_GROUP = 64
 
-#: float64 values gathered at once to compute the candidates' values (8 MiB), for at
-#: most this many rows.
-PAIR_VALUES = 2**20
+#: float64 values gathered at once to compute the candidates' values (half a CPU's
+#: share of the last-level cache: ``gathered_values``), for at most this many rows.
+PAIR_VALUES = gathered_values(machine())
 PAIR_ROWS = 64
 
 U32 = 2.0**-24

@@ -1,11 +1,13 @@
 """Memory budgets: how many rows a block may take, and the fixed sizes of products."""
 
 #: Default bound, in MiB, on the temporary memory one block may take. A few MiB keeps
-#: blocks cache-friendly and avoids page-fault costs on large fresh allocations.
+#: blocks cache-friendly and avoids page-fault costs on large fresh allocations. Fixed,
+#: not from the machine: it is the documented default of a public parameter.
 DEFAULT_WORKING_MEMORY = 16
 
 #: Bank rows per matrix product in embedding mode, and the memory those products may
-#: take whatever ``working_memory`` says (see ``ProbeMatrix.blocks``).
+#: take whatever ``working_memory`` says (see ``ProbeMatrix.blocks``): shapes for
+#: BLAS's speed, fixed so that the products do not depend on the machine.
 MIN_PRODUCT_ROWS = 2048
 PRODUCT_MEMORY = 256
 

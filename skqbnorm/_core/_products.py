@@ -18,10 +18,13 @@ from itertools import pairwise
 import numpy as np
 
 from ._finite import embedding_products
+from ._machine import machine, spread_bytes
 from ._memory import power_of_two_rows
 from ._parallel import in_blas_threads, in_product_threads, one_blas_thread
 
-#: MiB and rows, at most, of one part's product.
+#: MiB and rows, at most, of one part's product. Fixed, not from the machine: the
+#: tiles follow from the shapes alone, and which galleries a search multiplies in
+#: tiles is a stated guarantee.
 SEARCH_PRODUCT_MEMORY = 32
 SEARCH_PRODUCT_ROWS = 256
 #: The fewest rows of a part: BLAS packs the gallery for every product, once for all
@@ -30,12 +33,13 @@ SEARCH_PRODUCT_ROWS = 256
 #: (``searches_in_parts``): up to 32,768 float32 items in parts.
 MIN_SEARCH_PRODUCT_ROWS = 256
 #: Gallery items per tile: strips of a part's product, so that a part's product spreads
-#: over the threads (a single query's too), each strip wide enough for BLAS.
+#: over the threads (a single query's too), each strip wide enough for BLAS's kernels
+#: (a shape, fixed so that the tiles do not depend on the machine).
 STRIP_COLUMNS = 2048
 #: A search of fewer parts than threads spreads their tiles over the threads from this
-#: gallery size, or this many multiply-adds: below, one dispatch to the threads costs
-#: more than it saves (the user guide's performance page gives the measurements).
-SPREAD_BYTES = 16 * 2**20
+#: gallery size (half the last-level cache: ``spread_bytes``), or this many
+#: multiply-adds, fixed as the work that outweighs one dispatch to the threads.
+SPREAD_BYTES = spread_bytes(machine())
 SPREAD_PRODUCTS = 2**28
 
 

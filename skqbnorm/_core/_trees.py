@@ -8,7 +8,8 @@ from ._moments import moments
 from ._parallel import one_blas_thread
 
 #: Bound, in MiB of float64, and cap on the rows of a leaf of the fit's reduction
-#: trees (see ``ColumnTree``): larger leaves spend less time combining nodes.
+#: trees (see ``ColumnTree``): larger leaves spend less time combining nodes. Fixed,
+#: not from the machine: the leaves fix the order of the sums, hence the rounding.
 LEAF_MEMORY = 16
 MAX_LEAF_ROWS = 256
 

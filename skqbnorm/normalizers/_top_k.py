@@ -19,6 +19,7 @@ from .._core import (
     check_finite_block,
     embedding_products,
     in_blas_threads,
+    machine,
     merge_top_k,
     product_parts,
     product_strips,
@@ -26,6 +27,7 @@ from .._core import (
     row_top_k_indices,
     rows_per_chunk,
     search_in_tiles,
+    search_part_bytes,
     searches_in_parts,
 )
 from .._validation import float_dtype, float_dtypes, naming
@@ -34,9 +36,10 @@ from . import _array_api_path as array_api_path
 #: Fewest whole query rows per block for which :meth:`TopKMixin.top_k` reads
 #: whole rows within ``PRODUCT_MEMORY``; beyond that gallery size it streams the gallery.
 MIN_WHOLE_ROWS = 8
-#: Bytes of a block's rows that a search by bias ranks at a time (a part stays in the
-#: cache through its few passes).
-SEARCH_PART_BYTES = 4 * 2**20
+#: Bytes of a block's rows that a search by bias ranks at a time, so that a part stays
+#: in the cache through its few passes: a quarter of a CPU's share of the last-level
+#: cache (``search_part_bytes``).
+SEARCH_PART_BYTES = search_part_bytes(machine())
 
 
 class TopKMixin:

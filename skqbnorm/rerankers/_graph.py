@@ -16,6 +16,8 @@ from sklearn.metrics import pairwise_distances
 from .._core import (
     cosine_top_k,
     euclidean_neighbors,
+    gathered_values,
+    machine,
     one_thread,
     prepare_embeddings,
     row_top_k_indices,
@@ -32,14 +34,15 @@ NEGLIGIBLE_RATIO = 40.0
 CLOSE_PAIR = 1e-3
 
 #: Feature values per block when edge lengths or similarities are computed pair by
-#: pair: 8 MiB blocks, small enough for the allocator to reuse rather than fault in
-#: fresh pages.
-BLOCK_VALUES = 2**20
+#: pair: half a CPU's share of the last-level cache (``gathered_values``), small
+#: enough for the allocator to reuse rather than fault in fresh pages.
+BLOCK_VALUES = gathered_values(machine())
 
 #: Distance computations (items^2 x features) below which a list is reranked on one
 #: thread: waking BLAS's and OpenMP's thread pools for a small list's k-NN search
 #: costs more than the search itself, and the float32 products of
-#: ``euclidean_neighbors`` gain little from more threads at that size.
+#: ``euclidean_neighbors`` gain little from more threads at that size. A count of
+#: operations, fixed: it weighs the work against the pools' wake-up, not a cache.
 SERIAL_WORK = 2**29
 
 
