@@ -18,9 +18,8 @@ from joblib import cpu_count
 #: Where Linux describes the caches of the first CPU, one ``index*`` folder a cache.
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
-#: Sizes taken where the system says nothing: an L2 of 1 MiB per CPU and a last-level
-#: cache of 32 MiB shared by all the CPUs (an AMD EPYC's).
-FALLBACK_L2_BYTES = 2**20
+#: The last-level cache taken where the system says nothing: 32 MiB shared by all the
+#: machine's CPUs.
 FALLBACK_LAST_LEVEL_BYTES = 32 * 2**20
 
 _SIZE = re.compile(r"(\d+)\s*([KMG]?)B?", re.IGNORECASE)
@@ -37,8 +36,8 @@ class Cache:
 
 @dataclass(frozen=True)
 class Machine:
-    """The caches by level (data and unified ones, at least the L2 and the last level)
-    and the CPUs this process may use."""
+    """The caches found, by level (data and unified ones, from the L2 up; at least
+    one), and the CPUs this process may use."""
 
     caches: dict
     n_cpus: int
@@ -108,26 +107,28 @@ def sysconf_caches():
     return sizes
 
 
-def describe_machine(caches, n_cpus):
-    """The ``Machine`` of the caches read (``read_caches``; those unknown, from
-    ``sysconf_caches``, else the fallbacks) and ``n_cpus``; a cache whose sharing is
-    not known is taken as shared by all the CPUs above the L2."""
+def describe_machine(caches, n_cpus, n_system_cpus=None):
+    """The ``Machine`` of the caches read (``read_caches``; a level they lack from
+    ``sysconf_caches``; none at all: the fallback) and ``n_cpus``. A cache whose
+    sharing is not known is taken as shared by all ``n_system_cpus`` (the machine's,
+    default ``n_cpus``) above the L2."""
     n_cpus = max(1, n_cpus)
-    known = {level: cache for level, cache in caches.items() if level >= 2}
+    n_system_cpus = max(n_cpus, n_system_cpus or 0)
+    known = {level: Cache(size, 0) for level, size in sysconf_caches().items()}
+    known.update({level: cache for level, cache in caches.items() if level >= 2})
     if not known:
-        known = {level: Cache(size, 0) for level, size in sysconf_caches().items()}
-    if not known:
-        known = {2: Cache(FALLBACK_L2_BYTES, 1), 3: Cache(FALLBACK_LAST_LEVEL_BYTES, 0)}
-    known = {level: cache if cache.n_cpus else Cache(cache.size, 1 if level == 2 else n_cpus)
+        known = {3: Cache(FALLBACK_LAST_LEVEL_BYTES, 0)}
+    known = {level: cache if cache.n_cpus else Cache(cache.size, 1 if level == 2 else n_system_cpus)
              for level, cache in known.items()}
     return Machine(known, n_cpus)
 
 
 @cache
 def machine():
-    """This machine, read once: sysfs on Linux, else ``os.sysconf``, else the fallbacks;
-    the CPUs as joblib counts them for ``n_jobs=-1``."""
-    return describe_machine(read_caches(), cpu_count())
+    """This machine, read once: sysfs on Linux, else ``os.sysconf``, else the fallback;
+    the CPUs as joblib counts them for ``n_jobs=-1``, a cache of unknown sharing
+    shared by all the machine's."""
+    return describe_machine(read_caches(), cpu_count(), os.cpu_count())
 
 
 def power_of_two_within(size, low, high):
@@ -137,17 +138,21 @@ def power_of_two_within(size, low, high):
 
 def search_part_bytes(machine):
     """Bytes of a block's rows that a search ranks at a time: a quarter of a CPU's
-    share of the last-level cache, so that a part stays there through its passes."""
-    return power_of_two_within(machine.last_level_share // 4, 2**20, 2**24)
+    share of the last-level cache, so that a part stays there through its passes
+    (4 to 16 MiB: never below the fixed size it replaced, chosen by timings)."""
+    return power_of_two_within(machine.last_level_share // 4, 2**22, 2**24)
 
 
 def spread_bytes(machine):
     """The gallery size from which a search of a few queries spreads its products over
-    the threads: half the last-level cache, beyond which they stream from memory."""
-    return power_of_two_within(machine.last_level.size // 2, 2**20, 2**26)
+    the threads: half the last-level cache, beyond which they stream from memory (16
+    to 64 MiB: never below the fixed size it replaced, below which timings found that
+    a dispatch to the threads costs more than it saves)."""
+    return power_of_two_within(machine.last_level.size // 2, 2**24, 2**26)
 
 
 def gathered_values(machine):
     """float64 values gathered at once, pair by pair: half a CPU's share of the
-    last-level cache, so that a block stays there from the gather to its use."""
-    return power_of_two_within(machine.last_level_share // 2 // 8, 2**18, 2**22)
+    last-level cache, so that a block stays there from the gather to its use (2^20
+    to 2^22: never below the fixed size it replaced, chosen by timings)."""
+    return power_of_two_within(machine.last_level_share // 2 // 8, 2**20, 2**22)

@@ -1,6 +1,6 @@
 """The machine's caches and the block sizes that follow (skqbnorm._core._machine):
 fake sysfs trees read by hand, the sizes of fake machines by hand, and results bitwise
-the same whatever machine the sizes are taken for."""
+the same whatever the sizes."""
 
 import numpy as np
 import pytest
@@ -94,9 +94,19 @@ def test_without_sysfs_the_caches_come_from_sysconf_else_the_fallbacks(monkeypat
     monkeypatch.setattr(machine_module.os, "sysconf", sysconf)
     assert describe_machine({}, 4) == Machine({2: Cache(2 * MiB, 1)}, 4)
     monkeypatch.setattr(machine_module.os, "sysconf", lambda name: -1)  # known, not given
-    fallback = describe_machine({1: Cache(32 * KiB, 1)}, 2)
-    assert fallback == Machine({2: Cache(MiB, 1), 3: Cache(32 * MiB, 2)}, 2)
+    fallback = describe_machine({1: Cache(32 * KiB, 1)}, 2, n_system_cpus=16)
+    assert fallback == Machine({3: Cache(32 * MiB, 16)}, 2)  # shared by the machine's CPUs
     assert describe_machine({}, 0).n_cpus == 1
+    monkeypatch.delattr(machine_module.os, "sysconf")  # Windows has none
+    assert describe_machine({}, 4) == Machine({3: Cache(32 * MiB, 4)}, 4)
+
+
+def test_sysconf_fills_in_a_level_that_sysfs_lacks(tmp_path, monkeypatch):
+    sizes = {"SC_LEVEL2_CACHE_SIZE": 4 * MiB, "SC_LEVEL3_CACHE_SIZE": 64 * MiB}
+    monkeypatch.setattr(machine_module.os, "sysconf", lambda name: sizes.get(name, 0))
+    root = fake_sysfs(tmp_path, [(2, "Unified", "1M", "0"), (3, "Unified", None, "0-7")])
+    described = describe_machine(read_caches(root), 8)
+    assert described.caches == {2: Cache(MiB, 1), 3: Cache(64 * MiB, 8)}  # sysfs wins its L2
 
 
 @pytest.mark.parametrize(("text", "size"), [("48K", 48 * KiB), ("32768K", 32 * MiB), ("1M", MiB),
@@ -131,13 +141,14 @@ def machine_of(last_level, sharing, n_cpus=None):
 
 #: (machine, search part bytes, spread bytes, gathered values), by hand:
 #: part = share / 4, spread = last level / 2, gathered = share / 16, each rounded down
-#: to a power of two within [1 MiB, 16 MiB], [1 MiB, 64 MiB], [2^18, 2^22].
+#: to a power of two within [4 MiB, 16 MiB], [16 MiB, 64 MiB], [2^20, 2^22].
 MACHINES = {
-    "this EPYC VM, 32 MiB for 2 CPUs": (machine_of(32 * MiB, 2), 4 * MiB, 16 * MiB, 2**20),
-    "no L3: an L2 of 512 KiB, 1 CPU": (Machine({2: Cache(512 * KiB, 1)}, 1), MiB, MiB, 2**18),
+    "32 MiB for 2 CPUs": (machine_of(32 * MiB, 2), 4 * MiB, 16 * MiB, 2**20),
+    "64 MiB for 2 CPUs": (machine_of(64 * MiB, 2), 8 * MiB, 32 * MiB, 2**21),
+    "no L3: an L2 of 512 KiB, 1 CPU": (Machine({2: Cache(512 * KiB, 1)}, 1), 4 * MiB, 16 * MiB, 2**20),
     "512 MiB for 1 CPU": (machine_of(512 * MiB, 1), 16 * MiB, 64 * MiB, 2**22),
-    "256 MiB for 256 CPUs": (machine_of(256 * MiB, 256), MiB, 64 * MiB, 2**18),
-    "96 MiB for 8 CPUs": (machine_of(96 * MiB, 8), 2 * MiB, 32 * MiB, 2**19),
+    "256 MiB for 256 CPUs": (machine_of(256 * MiB, 256), 4 * MiB, 64 * MiB, 2**20),
+    "96 MiB for 8 CPUs": (machine_of(96 * MiB, 8), 4 * MiB, 32 * MiB, 2**20),
 }
 
 
@@ -166,23 +177,26 @@ def test_the_packages_sizes_are_this_machines():
 
 # -- results do not depend on the machine ------------------------------------------------
 
-def take_sizes_of(monkeypatch, fake):
-    """Every machine-derived size of the package, as ``fake``'s."""
-    monkeypatch.setattr(skqbnorm.normalizers._top_k, "SEARCH_PART_BYTES", search_part_bytes(fake))
-    monkeypatch.setattr(skqbnorm._core._products, "SPREAD_BYTES", spread_bytes(fake))
-    monkeypatch.setattr(skqbnorm.rerankers._graph, "BLOCK_VALUES", gathered_values(fake))
-    monkeypatch.setattr(skqbnorm._core._knn, "PAIR_VALUES", gathered_values(fake))
+def take_sizes(monkeypatch, sizes):
+    """Every machine-derived size of the package: (search part bytes, spread bytes,
+    gathered values)."""
+    part, spread, gathered = sizes
+    monkeypatch.setattr(skqbnorm.normalizers._top_k, "SEARCH_PART_BYTES", part)
+    monkeypatch.setattr(skqbnorm._core._products, "SPREAD_BYTES", spread)
+    monkeypatch.setattr(skqbnorm.rerankers._graph, "BLOCK_VALUES", gathered)
+    monkeypatch.setattr(skqbnorm._core._knn, "PAIR_VALUES", gathered)
 
 
-EXTREMES = {"tiny": MACHINES["no L3: an L2 of 512 KiB, 1 CPU"][0],
-            "huge": MACHINES["512 MiB for 1 CPU"][0]}
+#: Sizes below any machine's (the formulas' floors) and a huge machine's, so that the
+#: splits differ: the property holds for any sizes.
+EXTREMES = {"tiny": (MiB, MiB, 2**18), "huge": MACHINES["512 MiB for 1 CPU"][1:]}
 
 
 def searches(rng):
     """Searches whose parts, spreading and blocks differ between the extremes: 200
     queries over a gallery of 20,000 (13 to 209 rows a part of a search by bias or
-    scores), one and three queries of 32 dimensions (2.5 MB, spread only on the tiny
-    machine, over two threads)."""
+    scores), one and three queries of 32 dimensions (2.5 MB, spread only at the tiny
+    sizes, over two threads)."""
     bank, gallery = rng.normal(size=(300, 32)), rng.normal(size=(20_000, 32))
     bank, gallery = bank.astype(np.float32), gallery.astype(np.float32)
     queries = rng.normal(size=(200, 32)).astype(np.float32)
@@ -207,26 +221,25 @@ def rerankings(rng):
 
 
 @pytest.mark.parametrize("compute", [searches, rerankings])
-def test_results_are_bitwise_the_same_for_any_machines_sizes(monkeypatch, compute):
+def test_results_are_bitwise_the_same_for_any_block_sizes(monkeypatch, compute):
     monkeypatch.setattr(skqbnorm._core._parallel, "blas_threads", lambda: 2)
     expected = compute(np.random.default_rng(0))
-    for fake in EXTREMES.values():
-        take_sizes_of(monkeypatch, fake)
+    for sizes in EXTREMES.values():
+        take_sizes(monkeypatch, sizes)
         for found, wanted in zip(compute(np.random.default_rng(0)), expected, strict=True):
             assert_array_equal(found, wanted)
 
 
 def test_the_extremes_change_the_blocks():
     # so that the test above compares different splits
-    tiny, huge = EXTREMES["tiny"], EXTREMES["huge"]
-    assert search_part_bytes(tiny) < search_part_bytes(huge)
-    assert gathered_values(tiny) < gathered_values(huge)
-    assert spread_bytes(EXTREMES["tiny"]) < 20_000 * 32 * 4 < spread_bytes(EXTREMES["huge"])
+    (tiny_part, tiny_spread, tiny_gathered), (huge_part, huge_spread, huge_gathered) = EXTREMES.values()
+    assert tiny_part < huge_part and tiny_gathered < huge_gathered
+    assert tiny_spread < 20_000 * 32 * 4 < huge_spread
 
 
-def test_searches_agree_with_a_plain_sort_on_the_tiny_machine(rng, monkeypatch):
+def test_searches_agree_with_a_plain_sort_at_the_tiny_sizes(rng, monkeypatch):
     # the bitwise comparison above is against the real search, not against itself
-    take_sizes_of(monkeypatch, EXTREMES["tiny"])
+    take_sizes(monkeypatch, EXTREMES["tiny"])
     bank, gallery = rng.normal(size=(50, 16)), rng.normal(size=(20_000, 16))
     fitted = DynamicInvertedSoftmax().fit(bank, gallery=gallery)
     sims = fitted.similarities(rng.normal(size=(40, 16)))
