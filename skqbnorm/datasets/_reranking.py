@@ -40,8 +40,6 @@ def query_by_example(texts, features, labels, *, min_members, n_items, n_example
     names, counts = np.unique(labels, return_counts=True)
     queries = names[counts >= min_members]
     if noise is not None:
-        if n_items > len(texts):
-            raise ValueError(f"n_items={n_items} exceeds the {len(texts)} items of the collection.")
         data = noisy_engine(labels, queries, n_items=n_items, noise=noise, rng=rng)
         return Bunch(**data, features=features[data.item_ids],
                      examples=np.empty((len(queries), 0), dtype=np.intp))
@@ -85,6 +83,8 @@ def noisy_engine(labels, queries, *, n_items, noise, rng):
     ``n_items``, best first. Returns ``initial_scores``, ``groups``, ``relevance``,
     ``item_ids`` and ``query_names``.
     """
+    if n_items > len(labels):
+        raise ValueError(f"n_items={n_items} exceeds the {len(labels)} items of the collection.")
     relevant = labels[None, :] == queries[:, None]
     scores = relevant + noise * rng.standard_normal(relevant.shape)
     lists = row_top_k_indices(scores, n_items)[0]
@@ -117,10 +117,10 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, noise=None, random_state=
     ----------
     n_items : int, default=300
         Items in every query's list (the engine's top ones), at least 2 and at most
-        the emoji left after the examples.
+        the emoji left after the examples (with ``noise``, all 1,849).
     n_examples : int, default=3
         Example emoji given to the engine per query, >= 1 and below 10 (the fewest
-        emoji of a query's subgroup).
+        emoji of a query's subgroup); unused with ``noise``.
     noise : float or None, default=None
         None: the name engine above. A float >= 0: instead an engine that knows
         relevance only through noise (the indicator of the query's subgroup plus
@@ -136,7 +136,7 @@ def load_emoji_reranking(*, n_items=300, n_examples=3, noise=None, random_state=
         ``groups`` (the query of each row, 0 to 56), ``relevance`` (bool),
         ``item_ids`` (each row's emoji, an index into ``names``), ``query_names``
         (the subgroup of each query), ``examples`` (57, n_examples) (the indices
-        of each query's examples), ``names``, ``subgroups`` and ``DESCR``,
+        of each query's examples; (57, 0) with ``noise``), ``names``, ``subgroups`` and ``DESCR``,
         lists stacked query after query, each in the engine's order.
 
     Notes
@@ -184,10 +184,10 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, noise=None, random_stat
     ----------
     n_items : int, default=300
         Items in every query's list (the engine's top ones), at least 2 and at most
-        the nouns left after the examples.
+        the nouns left after the examples (with ``noise``, all 5,000).
     n_examples : int, default=3
         Example nouns given to the engine per query, >= 1 and below 20 (the fewest
-        nouns of a query's file).
+        nouns of a query's file); unused with ``noise``.
     noise : float or None, default=None
         None: the definition engine above. A float >= 0: instead an engine that
         knows relevance only through noise (the indicator of the query's file plus
@@ -203,7 +203,7 @@ def load_wordnet_reranking(*, n_items=300, n_examples=3, noise=None, random_stat
         ``groups`` (the query of each row, 0 to 22), ``relevance`` (bool),
         ``item_ids`` (each row's noun, an index into ``words``), ``query_names``
         (the file of each query), ``examples`` (23, n_examples) (the indices of
-        each query's examples), ``words``, ``glosses``, ``categories`` and
+        each query's examples; (23, 0) with ``noise``), ``words``, ``glosses``, ``categories`` and
         ``DESCR``, lists stacked query after query, each in the engine's order.
 
     Notes
@@ -297,9 +297,6 @@ def load_glyph_reranking(*, n_items=300, noise=1.0, random_state=0):
     arrays = packaged_arrays("glyph_reranking.npz")
     images, characters = arrays["images"], arrays["characters"]
     n_fonts, n_characters = images.shape[:2]
-    if n_items > n_fonts * n_characters:
-        raise ValueError(f"n_items={n_items} exceeds the {n_fonts * n_characters} renderings of "
-                         "the collection.")
     character = np.tile(np.arange(n_characters), n_fonts)  # item i: font i // 62, character i % 62
     data = noisy_engine(character, np.arange(n_characters), n_items=n_items, noise=noise,
                         rng=check_random_state(random_state))

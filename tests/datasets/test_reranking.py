@@ -136,9 +136,11 @@ def test_a_noisy_engine_ranks_the_whole_collection_by_indicator_plus_noise(name)
     scores = ((labels[None, :] == data.query_names[:, None])
               + np.random.RandomState(3).standard_normal((n_queries, len(labels))))
     expected = np.argsort(-scores, axis=1, kind="stable")[:, :40]
+    assert_array_equal(data.query_names, load(n_items=40).query_names)  # the text engine's
+    assert_array_equal(data.groups, np.repeat(np.arange(n_queries), 40))
     assert_array_equal(data.item_ids, expected.ravel())
     assert_array_equal(data.initial_scores, np.take_along_axis(scores, expected, axis=1).ravel())
-    assert_array_equal(data.relevance, labels[data.item_ids] == data.query_names[data.groups])
+    assert_array_equal(data.relevance, (labels[expected] == data.query_names[:, None]).ravel())
     # Each item carries its own features, as the text engine's lists give them.
     text = load(n_items=300)
     by_item = dict(zip(text.item_ids.tolist(), text.features, strict=True))
@@ -174,6 +176,13 @@ def test_glyph_lists_are_the_noisy_engines_top_items():
         rows = data.groups == query
         assert np.all(np.diff(data.initial_scores[rows]) <= 0)
         assert len(np.unique(data.item_ids[rows])) == 40
+    # Reference: the same RandomState draws over every rendering, sorted in full.
+    every_character = np.tile(np.arange(n_characters), len(data.fonts))
+    scores = ((every_character[None, :] == np.arange(n_characters)[:, None])
+              + np.random.RandomState(3).standard_normal((n_characters, len(every_character))))
+    expected = np.argsort(-scores, axis=1, kind="stable")[:, :40]
+    assert_array_equal(data.item_ids, expected.ravel())
+    assert_array_equal(data.initial_scores, np.take_along_axis(scores, expected, axis=1).ravel())
     again = load_glyph_reranking(n_items=40, random_state=3)
     assert_array_equal(again.initial_scores, data.initial_scores)
     assert not np.array_equal(load_glyph_reranking(n_items=40, random_state=4).item_ids, data.item_ids)
@@ -191,7 +200,7 @@ def test_a_noiseless_glyph_engine_ranks_every_relevant_item_first():
 def test_glyph_n_items_is_bounded_by_the_collection():
     from skqbnorm.datasets import load_glyph_reranking
 
-    with pytest.raises(ValueError, match=r"n_items=20000 exceeds the 18042 renderings"):
+    with pytest.raises(ValueError, match=r"n_items=20000 exceeds the 18042 items of the collection"):
         load_glyph_reranking(n_items=20000)
     with pytest.raises(ValueError, match=r"'n_items' parameter of load_glyph_reranking"):
         load_glyph_reranking(n_items=1)
