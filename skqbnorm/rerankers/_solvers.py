@@ -89,7 +89,7 @@ def solve_by_cost(system, rhs, start, *, factorise):
     """Solve the symmetric ``system @ x = rhs`` the cheaper way: iterations or a factorisation.
 
     A factorisation costs ``factorisation_flops``: a dense LU's where the system fits
-    the working memory, else at most a dense Cholesky's ``n^3 / 3`` operations (the
+    ``DENSE_SYSTEM_MEMORY``, else at most a dense Cholesky's ``n^3 / 3`` operations (the
     fill of a k-NN graph of many-dimensional features comes close: its separators are
     large); a Jacobi-preconditioned conjugate-gradient iteration costs one product
     with ``system`` and a few vector operations. Conjugate gradients run from

@@ -263,7 +263,7 @@ def test_the_sparse_factorisation_orders_symmetrically_and_refuses_a_singular_sy
         _solvers.sparse_factorised(sparse.csr_matrix(np.array([[1.0, -1.0], [-1.0, 1.0]])))
 
 
-def test_systems_that_fit_the_working_memory_are_factorised_densely(monkeypatch):
+def test_systems_that_fit_the_dense_system_memory_are_factorised_densely(monkeypatch):
     # A k-NN system fills in nearly densely: LAPACK's LU solves it as SuperLU does,
     # and a system too large to hold densely (here: over 1 MiB) goes to SuperLU.
     rng = np.random.default_rng(3)
