@@ -55,9 +55,10 @@ for name, reranker in rerankers.items():
 # Every reranker gains over the initial list for c from about 0.01 to 0.1 on digits and
 # returns to it as c grows, when faithfulness to the initial list dominates. (The default,
 # ``c="auto"``, sets c per list by generalised cross-validation; on this engine it finds
-# the scores already smooth over the pixels and leaves them: see the user guide.) With ten queries the intervals are wide: a held-out choice of c across
-# queries, by ``GridSearchCV`` with ``GroupKFold`` and ``make_map_scorer``, is the way to
-# pick it on real data (see the user guide).
+# the scores already smooth over the pixels and leaves them: see the user guide.) With
+# ten queries the intervals are wide: a held-out choice of c across queries, by
+# ``RerankerCV`` (or ``GridSearchCV`` with ``GroupKFold`` and ``make_map_scorer``), is the
+# way to pick it on real data (see the user guide).
 fig, ax = plt.subplots(figsize=(7, 4))
 for shift, (name, values) in zip((0.92, 1.0, 1.08), results.items()):
     change, low, high = values.T

@@ -32,8 +32,8 @@ and WordNet where the held-out halves lost 10-20%, too few queries to see it. Sp
   not seen): leave one task out.
 
 The same rule among the ``c="auto"`` candidates alone, on all tasks, gives each
-class's ``auto_c_scale`` (the factor ``c="auto"`` applies where c is not the default;
-where every factor loses somewhere, the largest).
+class's ``auto_c_scale``, the factor that ``c="auto"`` applies (where every factor
+loses somewhere, the largest).
 
 Usage: ``python scripts/reranker_strength_study.py [--rst]`` (about a minute).
 """

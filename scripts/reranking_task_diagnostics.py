@@ -196,7 +196,7 @@ def rows_of(figures):
 
 #: The guide's rows (held-out queries): the script's label, the guide's label.
 GUIDE = [
-    ("initial MAP", "initial MAP (lexical scores)"),
+    ("initial MAP", "initial MAP (the engine's scores)"),
     ("oracle MAP", "oracle MAP (features, reads the labels)"),
     ("purity cosine", "k-NN purity, cosine, k = 10 (reads the labels)"),
     ("base rate", "base rate of that purity"),
