@@ -56,11 +56,14 @@ for name, reranker in rerankers.items():
 # The defaults are the papers' (k-reciprocal's k1=20, k2=6, lambda=0.3; diffusion's
 # alpha=0.99, k=50, gamma=3; alpha-QE's alpha=3) or, for the Bayesian rerankers, the
 # project's study's; none was tuned on these lists. In this run k-reciprocal and query
-# expansion gain about as much as the Bayesian rerankers, or more, while diffusion at
-# its paper's defaults (made for galleries of thousands of images: alpha=0.99, k=50, a
-# source of the query's 10 nearest) loses MAP on these 400-image lists of about 40
-# relevant images each. With ten queries the intervals are wide: choose among rerankers and their parameters with ``GridSearchCV`` over queries
-# (``GroupKFold`` and ``make_map_scorer``, see the user guide).
+# expansion gain most. The Bayesian rerankers' ``c="auto"`` finds the classifier's
+# scores already smooth over the pixels and leaves them nearly unchanged (the random
+# walk, at its fixed c = 3, gains a little), and diffusion at its paper's defaults (made
+# for galleries of thousands of images: alpha=0.99, k=50, a source of the query's 10
+# nearest) loses MAP on these 400-image lists of about 40 relevant images each. With ten
+# queries the intervals are wide: choose among rerankers and their parameters with
+# ``GridSearchCV`` over queries (``GroupKFold`` and ``make_map_scorer``, see the user
+# guide), or a reranker's strength with ``RerankerCV``.
 names = list(changes)
 change, low, high = np.array([[changes[n].change, changes[n].low, changes[n].high] for n in names]).T
 fig, ax = plt.subplots(figsize=(7, 4))
