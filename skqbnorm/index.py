@@ -270,7 +270,7 @@ class NormalizedIndex(BaseEstimator):
         self._build(serving)
         return self
 
-    def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None):
+    def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None, calibration_queries=None):
         """Append rows to the normaliser's querybank and refresh the index.
 
         The first call on an unfitted index fits a clone of ``normalizer`` by its
@@ -278,8 +278,8 @@ class NormalizedIndex(BaseEstimator):
         the rows to the index's own normaliser (``normalizer_.partial_fit``) and
         updates only what depends on the bank, as :meth:`refresh` does. The index
         then answers as one built anew on the grown normaliser. Its ``"auto"``
-        settings are chosen on the first call's rows, and again on them after each
-        later call. Only the normalisers
+        settings are chosen again after each call, on the latest
+        ``calibration_queries`` given (else the first call's rows). Only the normalisers
         whose ``capabilities.mergeable`` is True grow this way; a normaliser fitted
         by ``fit`` (as :meth:`fit` given ``X`` fits one) starts a new bank at its
         first ``partial_fit``, with a warning. A :class:`~skqbnorm.QueryBankGate`
@@ -298,6 +298,10 @@ class NormalizedIndex(BaseEstimator):
             same gallery.
         gallery_bank : array-like of shape (n_rows_gallery_bank, n_dims), default=None
             The next gallery-bank embeddings, for the dual-bank normalisers.
+        calibration_queries : array-like of shape (n_queries, n_dims), default=None
+            Queries like those the index will serve, on which the ``"auto"`` settings
+            are chosen from now on, as in :meth:`fit`; None keeps the earlier ones
+            (on the first call: ``X``).
 
         Returns
         -------
@@ -324,16 +328,30 @@ class NormalizedIndex(BaseEstimator):
         """
         if not hasattr(self, "index_"):
             self._validate_params()
-            self._calibration_queries = calibration_sample(X)
+            queries = calibration_sample(X if calibration_queries is None else calibration_queries)
             normalizer = clone(self.normalizer).partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+            serving = self._checked_serving(index_serving(normalizer)).check()
+            check_calibration_width(queries, normalizer.gallery_embeddings_.shape[1])
             self._source_gallery, self._serves_fitted_normalizer = None, False
-            self._build(self._checked_serving(index_serving(normalizer)).check())
+            self._calibration_queries = queries
+            self._build(serving)
             return self
+        queries = self._checked_calibration(calibration_queries)
         self.normalizer_.partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
+        self._calibration_queries = queries
         self._refresh(index_serving(self.normalizer_))
         return self
 
-    def refresh(self):
+    def _checked_calibration(self, calibration_queries):
+        """The calibration sample of ``calibration_queries`` for this fitted index, or
+        the one it holds where they are None."""
+        if calibration_queries is None:
+            return self._calibration_queries
+        queries = calibration_sample(calibration_queries)
+        check_calibration_width(queries, self.n_dims_)
+        return queries
+
+    def refresh(self, *, calibration_queries=None):
         """Serve ``normalizer`` again after its querybank grew, updating only what depends on the bank.
 
         For an index built by ``fit()`` from a fitted ``normalizer``, after that
@@ -351,13 +369,20 @@ class NormalizedIndex(BaseEstimator):
         - a bias form over any other index (HNSW, whose graph links the augmented
           vectors; PQ or SQ codes, which encode them): the vector index is rebuilt.
 
-        The ``"auto"`` search settings are chosen again, on the calibration
-        queries of :meth:`fit`. ``refresh_in_place_`` says which applies; a new gallery, or a change
+        ``refresh_in_place_`` says which applies; a new gallery, or a change
         between a bias form and a reranked normaliser (a gate that opened or
-        closed), rebuilds it too. The gallery array must not have been modified in
-        place since the index was built. An index that fitted its own normaliser
-        (``fit(X, ...)`` or :meth:`partial_fit`) is refused with a ``ValueError``:
-        grow it with :meth:`partial_fit`.
+        closed), rebuilds it too. The ``"auto"`` search settings are chosen again.
+        The gallery array must not have been modified in place since the index was
+        built. An index that fitted its own normaliser (``fit(X, ...)`` or
+        :meth:`partial_fit`) is refused with a ``ValueError``: grow it with
+        :meth:`partial_fit`.
+
+        Parameters
+        ----------
+        calibration_queries : array-like of shape (n_queries, n_dims), default=None
+            Queries like those the index will serve, on which the ``"auto"`` settings
+            are chosen from now on, as in :meth:`fit`; None keeps the earlier ones
+            (those of :meth:`fit`).
 
         Returns
         -------
@@ -389,7 +414,10 @@ class NormalizedIndex(BaseEstimator):
                 "fit() from the normaliser you grow."
             )
         check_is_fitted(self.normalizer)
-        self._refresh(self._own_copy(index_serving(self.normalizer)))
+        queries = self._checked_calibration(calibration_queries)
+        serving = self._own_copy(index_serving(self.normalizer))
+        self._calibration_queries = queries
+        self._refresh(serving)
         return self
 
     def _build(self, serving):
@@ -445,8 +473,8 @@ class NormalizedIndex(BaseEstimator):
         if auto and self._calibration_queries is None:
             warn_caller(
                 f"NormalizedIndex chose {self._settings_text(auto)} "
-                "without measuring recall: no calibration queries. Pass "
-                "fit(calibration_queries=...) (a few hundred queries like those to serve), "
+                "without measuring recall: no calibration queries. Pass calibration_queries= "
+                "to fit, partial_fit or refresh (a few hundred queries like those to serve), "
                 "or set the value, and check it with index.recall(queries).", UserWarning)
         elif auto:
             self._calibrate(auto)

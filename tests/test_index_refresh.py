@@ -6,6 +6,7 @@ index is also checked against the normaliser's exact ``top_k``.
 
 import contextlib
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -254,3 +255,51 @@ def test_auto_settings_are_chosen_again_for_the_grown_bank(factory, data):
     assert [getattr(index, name) for name in settings] == [getattr(rebuilt, name) for name in settings]
     assert [getattr(grown_by_hand, name) for name in settings] == [
         getattr(from_first_rows, name) for name in settings]
+
+
+@pytest.mark.parametrize("factory", ["IVF16,Flat", "HNSW16"])
+def test_calibration_queries_given_to_partial_fit_or_refresh_choose_from_then_on(factory, data):
+    """Each choice equals that of an index built anew on the same normaliser with the
+    same calibration queries; queries given once are kept by the later calls."""
+    settings = ("nprobe_", "ef_search_", "calibration_recall_")
+
+    def rebuilt(normalizer, queries):
+        index = NormalizedIndex(normalizer, factory, target_recall=0.9)
+        return [getattr(index.fit(calibration_queries=queries), name) for name in settings]
+
+    held_out, other = data["queries"][:20], data["queries"][20:]
+    grown_index = NormalizedIndex(InvertedSoftmax(beta=30.0), factory, target_recall=0.9)
+    grown_index.partial_fit(data["bank"][:20], gallery=data["gallery"], calibration_queries=held_out)
+    assert [getattr(grown_index, name) for name in settings] == rebuilt(grown_index.normalizer_, held_out)
+    grown_index.partial_fit(data["bank"][20:100])  # keeps held_out
+    assert [getattr(grown_index, name) for name in settings] == rebuilt(grown_index.normalizer_, held_out)
+    grown_index.partial_fit(data["bank"][100:], calibration_queries=other)
+    assert [getattr(grown_index, name) for name in settings] == rebuilt(grown_index.normalizer_, other)
+
+    normalizer = InvertedSoftmax(beta=30.0).partial_fit(data["bank"][:20], gallery=data["gallery"])
+    with pytest.warns(UserWarning, match="no calibration queries. Pass calibration_queries= to fit, "
+                                         "partial_fit or refresh"):
+        index = NormalizedIndex(normalizer, factory, target_recall=0.9).fit()
+    normalizer.partial_fit(data["bank"][20:])
+    index.refresh(calibration_queries=held_out)
+    assert [getattr(index, name) for name in settings] == rebuilt(normalizer, held_out)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        index.refresh()  # keeps held_out: no warning
+    assert [getattr(index, name) for name in settings] == rebuilt(normalizer, held_out)
+
+
+def test_bad_calibration_queries_change_nothing_in_partial_fit_or_refresh(data):
+    index = NormalizedIndex(InvertedSoftmax(), "IVF16,Flat").partial_fit(
+        data["bank"][:50], gallery=data["gallery"], calibration_queries=data["queries"])
+    chosen = index.nprobe_
+    with pytest.raises(ValueError, match=r"calibration_queries must have shape \(n_queries, 8\)"):
+        index.partial_fit(data["bank"][50:], calibration_queries=data["queries"][:, :3])
+    assert index.normalizer_.n_bank_ == 50 and index.nprobe_ == chosen
+    normalizer = InvertedSoftmax().partial_fit(data["bank"][:50], gallery=data["gallery"])
+    index = NormalizedIndex(normalizer, "IVF16,Flat").fit(calibration_queries=data["queries"])
+    with pytest.raises(ValueError, match=r"calibration_queries \(or X\) has no rows"):
+        index.refresh(calibration_queries=data["queries"][:0])
+    with pytest.raises(ValueError, match=r"calibration_queries must have shape \(n_queries, 8\)"):
+        NormalizedIndex(InvertedSoftmax(), "Flat").partial_fit(
+            data["bank"][:50], gallery=data["gallery"], calibration_queries=data["queries"][:, :3])
