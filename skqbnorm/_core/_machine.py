@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from joblib import cpu_count
-
 #: Where Linux describes the caches of the first CPU, one ``index*`` folder a cache.
 SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 
@@ -37,10 +35,9 @@ class Cache:
 @dataclass(frozen=True)
 class Machine:
     """The caches found, by level (data and unified ones, from the L2 up; at least
-    one), and the CPUs this process may use."""
+    one)."""
 
     caches: dict
-    n_cpus: int
 
     @property
     def last_level(self):
@@ -107,28 +104,25 @@ def sysconf_caches():
     return sizes
 
 
-def describe_machine(caches, n_cpus, n_system_cpus=None):
+def describe_machine(caches, n_cpus):
     """The ``Machine`` of the caches read (``read_caches``; a level they lack from
-    ``sysconf_caches``; none at all: the fallback) and ``n_cpus``. A cache whose
-    sharing is not known is taken as shared by all ``n_system_cpus`` (the machine's,
-    default ``n_cpus``) above the L2."""
-    n_cpus = max(1, n_cpus)
-    n_system_cpus = max(n_cpus, n_system_cpus or 0)
+    ``sysconf_caches``; none at all: the fallback). A cache whose sharing is not known
+    is taken as shared by all ``n_cpus`` (the machine's) above the L2."""
+    n_cpus = max(1, n_cpus or 0)
     known = {level: Cache(size, 0) for level, size in sysconf_caches().items()}
     known.update({level: cache for level, cache in caches.items() if level >= 2})
     if not known:
         known = {3: Cache(FALLBACK_LAST_LEVEL_BYTES, 0)}
-    known = {level: cache if cache.n_cpus else Cache(cache.size, 1 if level == 2 else n_system_cpus)
+    known = {level: cache if cache.n_cpus else Cache(cache.size, 1 if level == 2 else n_cpus)
              for level, cache in known.items()}
-    return Machine(known, n_cpus)
+    return Machine(known)
 
 
 @cache
 def machine():
     """This machine, read once: sysfs on Linux, else ``os.sysconf``, else the fallback;
-    the CPUs as joblib counts them for ``n_jobs=-1``, a cache of unknown sharing
-    shared by all the machine's."""
-    return describe_machine(read_caches(), cpu_count(), os.cpu_count())
+    a cache of unknown sharing shared by all the machine's CPUs."""
+    return describe_machine(read_caches(), os.cpu_count())
 
 
 def power_of_two_within(size, low, high):

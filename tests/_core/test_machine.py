@@ -92,13 +92,14 @@ def test_without_sysfs_the_caches_come_from_sysconf_else_the_fallbacks(monkeypat
         return sizes[name]
 
     monkeypatch.setattr(machine_module.os, "sysconf", sysconf)
-    assert describe_machine({}, 4) == Machine({2: Cache(2 * MiB, 1)}, 4)
+    assert describe_machine({}, 4) == Machine({2: Cache(2 * MiB, 1)})
     monkeypatch.setattr(machine_module.os, "sysconf", lambda name: -1)  # known, not given
-    fallback = describe_machine({1: Cache(32 * KiB, 1)}, 2, n_system_cpus=16)
-    assert fallback == Machine({3: Cache(32 * MiB, 16)}, 2)  # shared by the machine's CPUs
-    assert describe_machine({}, 0).n_cpus == 1
+    fallback = describe_machine({1: Cache(32 * KiB, 1)}, 16)
+    assert fallback == Machine({3: Cache(32 * MiB, 16)})  # shared by the machine's CPUs
+    assert describe_machine({}, 0).last_level.n_cpus == 1  # os.cpu_count() may say 0 or None
+    assert describe_machine({}, None).last_level.n_cpus == 1
     monkeypatch.delattr(machine_module.os, "sysconf")  # Windows has none
-    assert describe_machine({}, 4) == Machine({3: Cache(32 * MiB, 4)}, 4)
+    assert describe_machine({}, 4) == Machine({3: Cache(32 * MiB, 4)})
 
 
 def test_sysconf_fills_in_a_level_that_sysfs_lacks(tmp_path, monkeypatch):
@@ -129,14 +130,13 @@ def test_cpu_lists_count_their_cpus(cpu_list, count):
 
 def test_this_machine_is_read_once():
     assert machine() is machine()
-    assert machine().n_cpus >= 1 and min(machine().caches) >= 2
+    assert machine().last_level.n_cpus >= 1 and min(machine().caches) >= 2
 
 
 # -- the sizes that follow ---------------------------------------------------------------
 
-def machine_of(last_level, sharing, n_cpus=None):
-    return Machine({2: Cache(min(last_level, MiB), 1), 3: Cache(last_level, sharing)},
-                   n_cpus or sharing)
+def machine_of(last_level, sharing):
+    return Machine({2: Cache(min(last_level, MiB), 1), 3: Cache(last_level, sharing)})
 
 
 #: (machine, search part bytes, spread bytes, gathered values), by hand:
@@ -145,7 +145,7 @@ def machine_of(last_level, sharing, n_cpus=None):
 MACHINES = {
     "32 MiB for 2 CPUs": (machine_of(32 * MiB, 2), 4 * MiB, 16 * MiB, 2**20),
     "64 MiB for 2 CPUs": (machine_of(64 * MiB, 2), 8 * MiB, 32 * MiB, 2**21),
-    "no L3: an L2 of 512 KiB, 1 CPU": (Machine({2: Cache(512 * KiB, 1)}, 1), 4 * MiB, 16 * MiB, 2**20),
+    "no L3: an L2 of 512 KiB, 1 CPU": (Machine({2: Cache(512 * KiB, 1)}), 4 * MiB, 16 * MiB, 2**20),
     "512 MiB for 1 CPU": (machine_of(512 * MiB, 1), 16 * MiB, 64 * MiB, 2**22),
     "256 MiB for 256 CPUs": (machine_of(256 * MiB, 256), 4 * MiB, 64 * MiB, 2**20),
     "96 MiB for 8 CPUs": (machine_of(96 * MiB, 8), 4 * MiB, 32 * MiB, 2**20),
