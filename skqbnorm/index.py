@@ -264,10 +264,7 @@ class NormalizedIndex(BaseEstimator):
         """
         self._validate_params()
         queries = calibration_sample(X if calibration_queries is None else calibration_queries)
-        serving = self._fitted_serving(X, y, gallery, gallery_bank).check()
-        check_calibration_width(queries, serving.normalizer.gallery_embeddings_.shape[1])
-        self._calibration_queries = queries
-        self._build(serving)
+        self._build(self._fitted_serving(X, y, gallery, gallery_bank).check(), queries)
         return self
 
     def partial_fit(self, X, y=None, *, gallery=None, gallery_bank=None, calibration_queries=None):
@@ -330,11 +327,8 @@ class NormalizedIndex(BaseEstimator):
             self._validate_params()
             queries = calibration_sample(X if calibration_queries is None else calibration_queries)
             normalizer = clone(self.normalizer).partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
-            serving = self._checked_serving(index_serving(normalizer)).check()
-            check_calibration_width(queries, normalizer.gallery_embeddings_.shape[1])
             self._source_gallery, self._serves_fitted_normalizer = None, False
-            self._calibration_queries = queries
-            self._build(serving)
+            self._build(self._checked_serving(index_serving(normalizer)).check(), queries)
             return self
         queries = self._checked_calibration(calibration_queries)
         self.normalizer_.partial_fit(X, y, gallery=gallery, gallery_bank=gallery_bank)
@@ -420,8 +414,11 @@ class NormalizedIndex(BaseEstimator):
         self._refresh(serving)
         return self
 
-    def _build(self, serving):
-        """Build the vector index over ``serving``'s gallery, and serve it."""
+    def _build(self, serving, calibration_queries):
+        """Build the vector index over ``serving``'s gallery, and serve it at settings
+        chosen on ``calibration_queries`` (a ``calibration_sample``, or None)."""
+        check_calibration_width(calibration_queries, serving.normalizer.gallery_embeddings_.shape[1])
+        self._calibration_queries = calibration_queries
         faiss = import_faiss()
         normalizer = serving.normalizer
         self.bias_form_ = serving.bias_form
@@ -530,7 +527,6 @@ class NormalizedIndex(BaseEstimator):
     def _settings_text(self, names):
         return ", ".join(f"{name}={getattr(self, name + '_')}" for name in names)
 
-
     def _refresh(self, serving):
         """Serve ``serving``'s normaliser, rewriting the stored biases or rebuilding."""
         serving.check()
@@ -541,7 +537,7 @@ class NormalizedIndex(BaseEstimator):
             and (biases is None or len(biases) == self._n_forms())
         )
         if not (unchanged and self.refresh_in_place_):
-            self._build(serving)
+            self._build(serving, self._calibration_queries)
             return
         if biases is not None:
             write_biases(import_faiss(), self.index_, biases, self.n_dims_)
