@@ -213,19 +213,26 @@ def _gallery_bank_statistics(estimator, xp, gallery_bank, where):
     if gallery_bank is None:
         return None
     gallery = estimator.gallery_embeddings_
-    rows = check_matrix(xp, xp.asarray(gallery_bank, device=where), "gallery_bank")
     if gallery is None:
+        rows = check_matrix(xp, xp.asarray(gallery_bank, device=where), "gallery_bank")
         check_gallery_bank_width(estimator, tuple(rows.shape), estimator.n_features_in_,
                                  "gallery items")
     else:
-        check_finite_embeddings(xp, rows, "gallery_bank")
-        check_gallery_bank_width(estimator, tuple(rows.shape), gallery.shape[1],
-                                 "embedding dimensions")
-        rows = xp.astype(rows, gallery.dtype)
+        rows = checked_gallery_bank_embeddings(estimator, xp, gallery_bank, where)
     n_gallery = estimator.n_features_in_
     statistics = estimator._device_gallery_bank_statistics(xp, n_gallery, max_float(xp, where), where)
     _stream(xp, where, rows, gallery, estimator, statistics, "gallery_bank")
     return statistics, rows.shape[0]
+
+
+def checked_gallery_bank_embeddings(estimator, xp, embeddings, where):
+    """A dual-bank normaliser's gallery-bank embeddings on ``where``, checked as the NumPy
+    path checks them (a finite matrix of the gallery's width), in the gallery's dtype."""
+    gallery = estimator.gallery_embeddings_
+    rows = check_matrix(xp, xp.asarray(embeddings, device=where), "gallery_bank")
+    check_finite_embeddings(xp, rows, "gallery_bank")
+    check_gallery_bank_width(estimator, tuple(rows.shape), gallery.shape[1], "embedding dimensions")
+    return xp.astype(rows, gallery.dtype)
 
 
 def _stream(xp, where, bank, gallery, estimator, statistics, name):

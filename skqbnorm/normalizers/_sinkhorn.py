@@ -670,14 +670,10 @@ class DualBankSinkhornNormalization(SinkhornNormalization):
         where, gallery = device(bank), self.gallery_embeddings_
         embeddings = gallery_bank.gallery_bank
         if embeddings is not None:
-            embeddings = check_matrix(xp, xp.asarray(embeddings, device=where), "gallery_bank")
-            device_path.check_finite_embeddings(xp, embeddings, "gallery_bank")
-            check_gallery_bank_width(self, tuple(embeddings.shape), gallery.shape[1],
-                                     "embedding dimensions")
+            embeddings = device_path.checked_gallery_bank_embeddings(self, xp, embeddings, where)
         if gallery_bank.querybank_sims is not None:
             refuse_querybank_sims_with_embeddings(self, tuple(gallery_bank.querybank_sims.shape))
-        targets = xp.concat([gallery, device_path._prepared(
-            xp, xp.astype(embeddings, gallery.dtype), self.metric)], axis=0)
+        targets = xp.concat([gallery, device_path._prepared(xp, embeddings, self.metric)], axis=0)
 
         def read_blocks():
             return device_path._similarity_blocks(bank, targets, self)
